@@ -1,0 +1,141 @@
+// tg::Tensor — a dense, row-major, N-d array of float32 or float64 whose operations are recorded
+// on a tape and differentiated in reverse.
+//
+// A Tensor is a cheap handle: copies share the same storage and the same autograd state, exactly
+// like torch::Tensor. Results of operations are always contiguous; `reshape` shares storage with
+// its input, every other operation returns new storage.
+//
+//   tg::manual_seed(0);
+//   tg::Tensor w = tg::randn({3, 2}).requires_grad_();
+//   tg::Tensor x = tg::tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+//   tg::Tensor loss = tg::matmul(x, w).relu().pow(2).mean();
+//   loss.backward();
+//   std::cout << w.grad();
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tapegrad/dtype.hpp"
+#include "tapegrad/error.hpp"
+
+namespace tg {
+
+struct TensorImpl;  // defined in core/src/tensor_impl.hpp
+
+class Tensor {
+ public:
+  Tensor() = default;  // an undefined tensor, e.g. the grad() of a parameter before any backward
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  int64_t size(int64_t dim) const;  // negative dims count from the end
+  int64_t dim() const;
+  int64_t numel() const;
+  DType dtype() const;
+
+  // --- element access (no autograd) ---
+  double item() const;  // the value of a one-element tensor
+  template <typename T>
+  std::vector<T> to_vector() const;  // row-major copy; T must match dtype()
+  template <typename T>
+  const T* data() const;  // T must match dtype()
+  template <typename T>
+  T* mutable_data();  // for kernels, initialisers and optimizers; bypasses the tape
+
+  // --- in-place initialisation (not recorded; refused on a tensor that requires grad unless a
+  // NoGradGuard is alive, as in PyTorch) ---
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0.0); }
+  Tensor& uniform_(double low, double high);
+  Tensor& normal_(double mean = 0.0, double stddev = 1.0);
+  Tensor& copy_(const Tensor& source);  // same shape and dtype
+
+  // --- autograd ---
+  Tensor& requires_grad_(bool requires_grad = true);  // leaves only
+  bool requires_grad() const;
+  bool is_leaf() const;  // created by the user, not by a recorded operation
+  Tensor grad() const;   // undefined until a backward reaches this leaf; accumulates until reset
+  void set_grad(const Tensor& grad);  // same shape and dtype, or undefined to reset
+  void backward() const;              // on a one-element tensor: d(self)/d(self) = 1
+  void backward(const Tensor& grad_output) const;  // vector-Jacobian product with grad_output
+  Tensor detach() const;  // shares storage, cut from the tape
+  const char* grad_fn_name() const;  // name of the recording op, or nullptr for leaves
+
+  // --- operations (all recorded on the tape) ---
+  Tensor to(DType dtype) const;  // returns *this when the dtype already matches
+  Tensor clone() const;
+  Tensor sum() const;
+  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor var(bool unbiased = true) const;
+  Tensor var(const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false) const;
+  Tensor sqrt() const;
+  Tensor pow(double exponent) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor relu() const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor reshape(const Shape& shape) const;  // one dim may be -1
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// --- creation ---
+Tensor empty(const Shape& shape, DType dtype = kFloat32);  // uninitialised values
+Tensor zeros(const Shape& shape, DType dtype = kFloat32);
+Tensor ones(const Shape& shape, DType dtype = kFloat32);
+Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+Tensor rand(const Shape& shape, DType dtype = kFloat32);   // U[0, 1)
+Tensor randn(const Shape& shape, DType dtype = kFloat32);  // N(0, 1)
+// values in row-major order; an empty shape means a 1-D tensor of values.size() elements
+Tensor tensor(const std::vector<double>& values, const Shape& shape = {}, DType dtype = kFloat32);
+Tensor scalar_tensor(double value, DType dtype = kFloat32);  // 0-d
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+
+// Seeds the one global generator behind rand, randn, uniform_, normal_ and module initialisers.
+void manual_seed(uint64_t seed);
+
+// --- arithmetic with NumPy/PyTorch broadcasting; scalars take the tensor's dtype ---
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+
+Tensor matmul(const Tensor& a, const Tensor& b);  // [.., M, K] x [K, N] -> [.., M, N]
+Tensor sqrt(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor relu(const Tensor& x);
+
+// The shape that a and b broadcast to, or tg::Error naming `op` and both shapes.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadcast_shapes");
+
+// Prints like PyTorch: tensor([[ 0.1000, -1.2000]]), 4 decimals, aligned columns, the dtype when it
+// is not float32, and requires_grad / grad_fn like PyTorch does.
+std::ostream& operator<<(std::ostream& out, const Tensor& t);
+std::string to_string(const Shape& shape);  // "[2, 3]"
+
+}  // namespace tg

@@ -1,0 +1,122 @@
+// gradcheck: the analytic Jacobian (one backward per output element) against the numeric one
+// (central differences, two evaluations per input element), compared element by element.
+#include "tapegrad/gradcheck.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "tapegrad/autograd.hpp"
+#include "tensor_impl.hpp"
+
+namespace tg {
+
+namespace {
+
+// Fresh leaves with the inputs' values, so that the user's tensors and their .grad are untouched.
+std::vector<Tensor> private_copies(const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> copies;
+  NoGradGuard no_grad;
+  for (const Tensor& input : inputs) {
+    Tensor copy = input.detach().clone();
+    if (input.requires_grad()) copy.requires_grad_();
+    copies.push_back(copy);
+  }
+  return copies;
+}
+
+Tensor evaluate(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs) {
+  Tensor out = fn(inputs);
+  check(out.defined(), "gradcheck", "the function returned an undefined tensor");
+  check(out.dtype() == kFloat64, "gradcheck", "the function must return a float64 tensor, got ", out.dtype());
+  return out;
+}
+
+}  // namespace
+
+GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs,
+                          const GradcheckOptions& options) {
+  check(options.eps > 0 && options.atol >= 0 && options.rtol >= 0, "gradcheck",
+        "expected eps > 0, atol >= 0, rtol >= 0, got eps = ", options.eps, ", atol = ", options.atol,
+        ", rtol = ", options.rtol);
+  bool any_requires_grad = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check(inputs[i].defined(), "gradcheck", "input ", i, " is undefined");
+    check(inputs[i].dtype() == kFloat64, "gradcheck", "input ", i, " (shape ", inputs[i].shape(), ") is ",
+          inputs[i].dtype(), "; finite differences need float64 inputs (use .to(tg::kFloat64))");
+    any_requires_grad |= inputs[i].requires_grad();
+  }
+  check(any_requires_grad, "gradcheck", "no input requires grad; call requires_grad_() on the inputs to check");
+
+  std::vector<Tensor> x = private_copies(inputs);
+  Shape out_shape;
+  {
+    NoGradGuard no_grad;
+    out_shape = evaluate(fn, x).shape();
+  }
+  const int64_t outputs = checked_numel(out_shape, "gradcheck");
+
+  // analytic[i][k * n_i + j] = d out_k / d x_i[j], one backward per output element k.
+  std::vector<std::vector<double>> analytic(x.size());
+  for (size_t i = 0; i < x.size(); ++i) analytic[i].assign(static_cast<size_t>(outputs * x[i].numel()), 0.0);
+  for (int64_t k = 0; k < outputs; ++k) {
+    for (Tensor& input : x) input.set_grad(Tensor());
+    const Tensor out = evaluate(fn, x);
+    if (!out.requires_grad()) break;  // the output does not depend on any input: all zeros
+    Tensor selector = zeros(out_shape, kFloat64);
+    selector.mutable_data<double>()[k] = 1.0;
+    out.backward(selector);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const Tensor grad = x[i].grad();
+      if (!grad.defined()) continue;
+      const double* g = grad.data<double>();
+      for (int64_t j = 0; j < x[i].numel(); ++j) analytic[i][k * x[i].numel() + j] = g[j];
+    }
+  }
+
+  GradcheckResult result;
+  result.max_abs_error.assign(x.size(), 0.0);
+  double worst_excess = -INFINITY;
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!inputs[i].requires_grad()) continue;
+    double* values = x[i].mutable_data<double>();
+    for (int64_t j = 0; j < x[i].numel(); ++j) {
+      const double original = values[j];
+      values[j] = original + options.eps;
+      const std::vector<double> plus = evaluate(fn, x).to_vector<double>();
+      values[j] = original - options.eps;
+      const std::vector<double> minus = evaluate(fn, x).to_vector<double>();
+      values[j] = original;
+      for (int64_t k = 0; k < outputs; ++k) {
+        const double numeric = (plus[k] - minus[k]) / (2.0 * options.eps);
+        const double a = analytic[i][k * x[i].numel() + j];
+        const double error = std::fabs(a - numeric);
+        const double excess = std::isfinite(error) ? error - (options.atol + options.rtol * std::fabs(numeric)) : INFINITY;
+        result.max_abs_error[i] = std::max(result.max_abs_error[i], std::isfinite(error) ? error : INFINITY);
+        if (excess > worst_excess) {
+          worst_excess = excess;
+          result.input = static_cast<int64_t>(i);
+          result.element = j;
+          result.output_element = k;
+          result.analytic = a;
+          result.numeric = numeric;
+        }
+      }
+    }
+  }
+  result.passed = worst_excess <= 0;
+  std::ostringstream message;
+  if (result.input < 0) {
+    message << "gradcheck: nothing to compare (the inputs that require grad have no elements)";
+  } else {
+    message << (result.passed ? "gradcheck passed; worst element: " : "gradcheck FAILED: Jacobian mismatch at ")
+            << "input " << result.input << " (shape " << to_string(inputs[result.input].shape()) << "), element "
+            << result.element << ", output element " << result.output_element << ": analytic " << result.analytic
+            << " vs numeric " << result.numeric << " (|diff| " << std::fabs(result.analytic - result.numeric)
+            << ", allowed " << options.atol + options.rtol * std::fabs(result.numeric) << ")";
+  }
+  result.message = message.str();
+  return result;
+}
+
+}  // namespace tg

@@ -1,0 +1,223 @@
+// Reductions: sum, mean, var over a list of dims, and sum_to for broadcast gradients.
+//
+// Every reduction is brought to one shape, a contiguous [A, R, B] (keep A, reduce R, keep B),
+// and summed by one deterministic kernel. Reduced dims that are not adjacent are first made
+// adjacent by a permuting copy.
+#include "ops/reduction.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "autograd/node.hpp"
+#include "ops/elementwise.hpp"
+#include "ops/shape.hpp"
+
+namespace tg {
+namespace detail {
+
+namespace {
+// Elements one task sums before its partial result is stored (sized for L1/L2 residency).
+constexpr int64_t kReduceChunk = 16384;
+// Columns one task owns when B is wide enough to parallelise over columns instead.
+constexpr int64_t kColumnBlock = 256;
+// Independent accumulators for a row sum: lets the compiler vectorise without reassociating.
+constexpr int64_t kLanes = 16;
+
+// Σ row[0..n) in double, in kLanes interleaved partial sums added in a fixed order.
+template <typename T>
+double sum_row(const T* row, int64_t n) {
+  std::array<double, kLanes> lanes{};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] += static_cast<double>(row[i + j]);
+  double total = 0.0;
+  for (; i < n; ++i) total += static_cast<double>(row[i]);
+  for (double lane : lanes) total += lane;
+  return total;
+}
+
+// acc[b] += Σ_{r in [r0, r1)} in[r, b] for a [R, B] block.
+template <typename T>
+void add_rows(const T* in, int64_t B, int64_t r0, int64_t r1, int64_t b0, int64_t b1, double* acc) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* row = in + r * B;
+    for (int64_t b = b0; b < b1; ++b) acc[b - b0] += static_cast<double>(row[b]);
+  }
+}
+}  // namespace
+
+template <typename T>
+void reduce_sum(const T* in, T* out, int64_t A, int64_t R, int64_t B, double scale) {
+  if (A * B == 0) return;
+  if (B >= kColumnBlock) {
+    // Wide rows: each task owns a block of output columns and sums all R rows for it.
+    const int64_t blocks_per_a = ceil_div(B, kColumnBlock);
+    const int64_t grain = ceil_div(kReduceChunk, std::max<int64_t>(R, 1) * kColumnBlock);
+    parallel_for(A * blocks_per_a, grain, [&](int64_t begin, int64_t end) {
+      std::array<double, kColumnBlock> acc;
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t a = task / blocks_per_a, b0 = (task % blocks_per_a) * kColumnBlock;
+        const int64_t b1 = std::min(B, b0 + kColumnBlock);
+        acc.fill(0.0);
+        add_rows(in + a * R * B, B, 0, R, b0, b1, acc.data());
+        for (int64_t b = b0; b < b1; ++b) out[a * B + b] = static_cast<T>(acc[b - b0] * scale);
+      }
+    });
+    return;
+  }
+  // Narrow rows: split R into chunks of about kReduceChunk elements, sum each chunk into its own
+  // partial slot, then add the slots in chunk order.
+  const int64_t rows_per_chunk = std::max<int64_t>(1, kReduceChunk / B);
+  const int64_t chunks = std::max<int64_t>(1, ceil_div(R, rows_per_chunk));
+  std::vector<double> partial(static_cast<size_t>(A * chunks * B), 0.0);
+  const int64_t grain = chunks > 1 ? 1 : ceil_div(kReduceChunk, std::max<int64_t>(R * B, 1));
+  parallel_for(A * chunks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t a = task / chunks, chunk = task % chunks;
+      const int64_t r0 = chunk * rows_per_chunk, r1 = std::min(R, r0 + rows_per_chunk);
+      double* slot = partial.data() + task * B;
+      if (B == 1)
+        slot[0] = sum_row(in + a * R + r0, r1 - r0);
+      else
+        add_rows(in + a * R * B, B, r0, r1, 0, B, slot);
+    }
+  });
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b) {
+      double total = 0.0;
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) total += partial[(a * chunks + chunk) * B + b];
+      out[a * B + b] = static_cast<T>(total * scale);
+    }
+}
+
+template void reduce_sum<float>(const float*, float*, int64_t, int64_t, int64_t, double);
+template void reduce_sum<double>(const double*, double*, int64_t, int64_t, int64_t, double);
+
+namespace {
+
+// A reduction over a set of dims, prepared once: the output shapes and the [A, R, B] problem.
+struct ReductionPlan {
+  Shape keepdim_shape;  // input shape with reduced dims set to 1
+  Shape out_shape;      // keepdim_shape, or with reduced dims removed
+  std::vector<int64_t> permutation;  // empty when the reduced dims are already adjacent
+  int64_t A = 1, R = 1, B = 1;
+};
+
+ReductionPlan plan_reduction(const Shape& shape, const std::vector<int64_t>& dims, bool keepdim, const char* op) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  std::vector<bool> reduced(shape.size(), dims.empty());  // no dims: reduce everything (PyTorch)
+  for (int64_t dim : dims) {
+    const int64_t d = normalize_dim(dim, ndim, op);
+    check(!reduced[d], op, "dim ", dim, " appears more than once in the list of dims for a tensor of shape ", shape);
+    reduced[d] = true;
+  }
+  ReductionPlan plan;
+  for (int64_t d = 0; d < ndim; ++d) {
+    plan.keepdim_shape.push_back(reduced[d] ? 1 : shape[d]);
+    if (!reduced[d] || keepdim) plan.out_shape.push_back(reduced[d] ? 1 : shape[d]);
+  }
+  // Are the reduced dims (ignoring dims of size 1, which cost nothing) one adjacent block?
+  int64_t first = -1, last = -1;
+  for (int64_t d = 0; d < ndim; ++d)
+    if (reduced[d] && shape[d] != 1) {
+      if (first < 0) first = d;
+      last = d;
+    }
+  bool adjacent = true;
+  for (int64_t d = first + 1; first >= 0 && d < last; ++d) adjacent &= reduced[d] || shape[d] == 1;
+  if (adjacent) {
+    for (int64_t d = 0; d < ndim; ++d) {
+      if (first >= 0 && d >= first && d <= last) plan.R *= shape[d];
+      else if (first >= 0 && d > last) plan.B *= shape[d];
+      else plan.A *= shape[d];
+    }
+    return plan;
+  }
+  // Move the kept dims first and the reduced ones last: [A, R, 1].
+  for (int64_t d = 0; d < ndim; ++d)
+    if (!reduced[d]) plan.permutation.push_back(d), plan.A *= shape[d];
+  for (int64_t d = 0; d < ndim; ++d)
+    if (reduced[d]) plan.permutation.push_back(d), plan.R *= shape[d];
+  return plan;
+}
+
+Tensor run_reduction(const Tensor& x, const ReductionPlan& plan, double scale) {
+  const Tensor input = plan.permutation.empty() ? x : permute_copy(x, plan.permutation);
+  Tensor out = make_tensor(plan.out_shape, x.dtype());
+  dispatch(x.dtype(), [&]<typename T>() {
+    reduce_sum<T>(input.data<T>(), out.mutable_data<T>(), plan.A, plan.R, plan.B, scale);
+  });
+  return out;
+}
+
+// sum and mean: the same reduction, mean scaled by 1/R; the gradient is spread back evenly.
+Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool average, const char* op,
+                  const char* backward_name) {
+  check(x.defined(), op, "undefined tensor");
+  const ReductionPlan plan = plan_reduction(x.shape(), dims, keepdim, op);
+  const double scale = average ? 1.0 / static_cast<double>(plan.R) : 1.0;
+  Tensor out = run_reduction(x, plan, scale);
+  if (autograd::needs_grad(x))
+    autograd::record(out, backward_name, {x},
+                     [keepdim_shape = plan.keepdim_shape, in_shape = x.shape(), scale](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       grads.set(0, broadcast_to(make_view(g, keepdim_shape), in_shape, scale));
+                     });
+  return out;
+}
+
+}  // namespace
+
+Tensor sum_to(const Tensor& grad, const Shape& shape) {
+  if (grad.shape() == shape) return grad;
+  // Reduce the leading dims that broadcasting added and the dims where the input had size 1.
+  const size_t lead = grad.shape().size() - shape.size();
+  std::vector<int64_t> dims;
+  for (size_t d = 0; d < grad.shape().size(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && grad.shape()[d] != 1)) dims.push_back(static_cast<int64_t>(d));
+  if (dims.empty()) return make_view(grad, shape);
+  const ReductionPlan plan = plan_reduction(grad.shape(), dims, /*keepdim=*/true, "sum_to");
+  return make_view(run_reduction(grad, plan, 1.0), shape);
+}
+
+}  // namespace detail
+
+Tensor Tensor::sum() const { return sum({}, false); }
+Tensor Tensor::mean() const { return mean({}, false); }
+Tensor Tensor::var(bool unbiased) const { return var({}, unbiased, false); }
+
+Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const {
+  return detail::scaled_sum(*this, dims, keepdim, /*average=*/false, "sum", "SumBackward");
+}
+
+Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
+  return detail::scaled_sum(*this, dims, keepdim, /*average=*/true, "mean", "MeanBackward");
+}
+
+// var = Σ (x - mean)² / (n - unbiased), two passes over x: subtracting the mean before squaring
+// avoids the cancellation of E[x²] - E[x]² when |mean| >> std.
+Tensor Tensor::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim) const {
+  check(defined(), "var", "undefined tensor");
+  const detail::ReductionPlan plan = detail::plan_reduction(shape(), dims, keepdim, "var");
+  const detail::ReductionPlan keep_plan = detail::plan_reduction(shape(), dims, /*keepdim=*/true, "var");
+  // n - 1 = 0 gives inf/nan, as in PyTorch.
+  const double divisor = static_cast<double>(plan.R) - (unbiased ? 1.0 : 0.0);
+  Tensor diff;
+  {
+    NoGradGuard no_grad;
+    const Tensor mean = detail::run_reduction(*this, keep_plan, 1.0 / static_cast<double>(plan.R));
+    diff = *this - mean;
+  }
+  const Tensor squared = detail::map(diff, [](auto v) { return v * v; });
+  Tensor out = detail::run_reduction(squared, plan, 1.0 / divisor);
+  if (autograd::needs_grad(*this))
+    autograd::record(out, "VarBackward", {*this},
+                     [diff, keepdim_shape = plan.keepdim_shape, divisor](const Tensor& g, autograd::GradInputs& grads) {
+                       // d var / d x_i = 2 (x_i - mean) / divisor  (the mean's own gradient sums to 0)
+                       const Tensor spread = detail::broadcast_to(make_view(g, keepdim_shape), diff.shape(), 2.0 / divisor);
+                       grads.set(0, detail::map2(spread, diff, [](auto s, auto d) { return s * d; }));
+                     });
+  return out;
+}
+
+}  // namespace tg

@@ -1,0 +1,188 @@
+// operator<< for tensors, following PyTorch's printer (torch/_tensor_str.py) so that a user can
+// compare tapegrad's output with a notebook by eye: the same number format (4 decimals, or
+// scientific notation when magnitudes span more than 1000x, or "1." for integral values), aligned
+// columns, 80-column lines, and "..." summaries past 1000 elements.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+#include <string>
+
+#include "dispatch.hpp"
+#include "tensor_impl.hpp"
+
+namespace tg {
+
+namespace {
+
+constexpr int kLineWidth = 80;
+constexpr int64_t kSummaryThreshold = 1000;
+constexpr int64_t kEdgeItems = 3;
+
+enum class Mode { Integer, Fixed, Scientific };
+
+std::string format_value(double v, Mode mode) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buffer[64];
+  switch (mode) {
+    case Mode::Integer: std::snprintf(buffer, sizeof buffer, "%.0f.", v); break;
+    case Mode::Fixed: std::snprintf(buffer, sizeof buffer, "%.4f", v); break;
+    case Mode::Scientific: std::snprintf(buffer, sizeof buffer, "%.4e", v); break;
+  }
+  return buffer;
+}
+
+// Index lists per dim: every index, or the first and last kEdgeItems with -1 marking "...".
+std::vector<std::vector<int64_t>> visible_indices(const Shape& shape, bool summarize) {
+  std::vector<std::vector<int64_t>> visible;
+  for (int64_t size : shape) {
+    std::vector<int64_t> indices;
+    if (summarize && size > 2 * kEdgeItems) {
+      for (int64_t i = 0; i < kEdgeItems; ++i) indices.push_back(i);
+      indices.push_back(-1);
+      for (int64_t i = size - kEdgeItems; i < size; ++i) indices.push_back(i);
+    } else {
+      for (int64_t i = 0; i < size; ++i) indices.push_back(i);
+    }
+    visible.push_back(std::move(indices));
+  }
+  return visible;
+}
+
+struct Printer {
+  const std::vector<double>& values;
+  const Shape& shape;
+  std::vector<int64_t> strides;
+  std::vector<std::vector<int64_t>> visible;
+  Mode mode = Mode::Fixed;
+  size_t width = 0;
+
+  // Chooses the number format from the visible finite values, as PyTorch's _Formatter does.
+  void choose_format() {
+    std::vector<double> finite;
+    collect(0, 0, finite);
+    bool integral = true;
+    double max_abs = 0, min_abs = 0;
+    bool any_nonzero = false;
+    for (double v : finite) {
+      integral &= std::ceil(v) == v;
+      const double a = std::fabs(v);
+      if (a == 0) continue;
+      max_abs = any_nonzero ? std::max(max_abs, a) : a;
+      min_abs = any_nonzero ? std::min(min_abs, a) : a;
+      any_nonzero = true;
+    }
+    if (integral) {
+      mode = any_nonzero && (max_abs / min_abs > 1000.0 || max_abs > 1e8) ? Mode::Scientific : Mode::Integer;
+    } else {
+      mode = any_nonzero && (max_abs / min_abs > 1000.0 || max_abs > 1e8 || min_abs < 1e-4) ? Mode::Scientific
+                                                                                            : Mode::Fixed;
+    }
+    measure(0, 0);
+  }
+
+  void collect(size_t dim, int64_t offset, std::vector<double>& out) const {
+    if (dim == shape.size()) {
+      if (std::isfinite(values[offset])) out.push_back(values[offset]);
+      return;
+    }
+    for (int64_t i : visible[dim])
+      if (i >= 0) collect(dim + 1, offset + i * strides[dim], out);
+  }
+
+  void measure(size_t dim, int64_t offset) {
+    if (dim == shape.size()) {
+      width = std::max(width, format_value(values[offset], mode).size());
+      return;
+    }
+    for (int64_t i : visible[dim])
+      if (i >= 0) measure(dim + 1, offset + i * strides[dim]);
+  }
+
+  std::string element(int64_t offset) const {
+    std::string text = format_value(values[offset], mode);
+    return std::string(width - text.size(), ' ') + text;
+  }
+
+  // PyTorch's _tensor_str_with_formatter: innermost rows wrap at the line width; outer dims
+  // separate their slices with ",", dim-1 newlines, and an indent.
+  std::string render(size_t dim, int64_t offset, size_t indent) const {
+    const size_t remaining = shape.size() - dim;
+    if (remaining == 1) {
+      const size_t per_line = std::max<size_t>(1, (kLineWidth - indent) / (width + 2));
+      std::string out = "[";
+      size_t on_line = 0;
+      bool first = true;
+      for (int64_t i : visible[dim]) {
+        if (!first) {
+          out += ",";
+          if (on_line == per_line) {
+            out.append("\n").append(indent + 1, ' ');
+            on_line = 0;
+          } else {
+            out += " ";
+          }
+        }
+        out += i < 0 ? std::string("...") : element(offset + i * strides[dim]);
+        ++on_line;
+        first = false;
+      }
+      return out + "]";
+    }
+    std::string separator = ",";
+    separator.append(remaining - 1, '\n').append(indent + 1, ' ');
+    std::string out = "[";
+    bool first = true;
+    for (int64_t i : visible[dim]) {
+      if (!first) out += separator;
+      out += i < 0 ? std::string("...") : render(dim + 1, offset + i * strides[dim], indent + 1);
+      first = false;
+    }
+    return out + "]";
+  }
+};
+
+}  // namespace
+
+std::ostream& operator<<(std::ostream& out, const Tensor& t) {
+  if (!t.defined()) return out << "[ undefined tensor ]";
+  const std::string prefix = "tensor(";
+  std::string body;
+  std::vector<std::string> suffixes;
+  if (t.numel() == 0) {
+    body = "[]";
+    if (t.dim() != 1) {
+      std::string dims;
+      for (int64_t size : t.shape()) dims += (dims.empty() ? "" : ", ") + std::to_string(size);
+      suffixes.push_back("size=(" + dims + ")");
+    }
+  } else {
+    const std::vector<double> values =
+        detail::dispatch(t.dtype(), [&]<typename T>() {
+          const T* data = t.data<T>();
+          return std::vector<double>(data, data + t.numel());
+        });
+    Printer printer{values, t.shape(), std::vector<int64_t>(t.shape().size(), 1),
+                    visible_indices(t.shape(), t.numel() > kSummaryThreshold)};
+    for (size_t d = t.shape().size(); d-- > 1;) printer.strides[d - 1] = printer.strides[d] * t.shape()[d];
+    printer.choose_format();
+    body = t.dim() == 0 ? printer.element(0) : printer.render(0, 0, prefix.size());
+  }
+  if (t.dtype() != kFloat32) suffixes.push_back("dtype=" + std::string(name(t.dtype())));
+  if (const char* fn = t.grad_fn_name()) suffixes.push_back("grad_fn=<" + std::string(fn) + ">");
+  else if (t.requires_grad()) suffixes.push_back("requires_grad=True");
+  // Suffixes follow on the last line, or on a new indented line when it would pass 80 columns.
+  std::string text = prefix + body;
+  for (const std::string& suffix : suffixes) {
+    const size_t last_line = text.size() - (text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+    if (last_line + suffix.size() + 2 > static_cast<size_t>(kLineWidth))
+      text.append(",\n").append(prefix.size(), ' ');
+    else
+      text.append(", ");
+    text += suffix;
+  }
+  return out << text << ")";
+}
+
+}  // namespace tg

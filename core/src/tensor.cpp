@@ -1,0 +1,247 @@
+// The Tensor handle: storage, accessors, creation, conversions, and the autograd entry points.
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "autograd/node.hpp"
+#include "dispatch.hpp"
+#include "ops/elementwise.hpp"
+#include "parallel_for.hpp"
+#include "tensor_impl.hpp"
+
+namespace tg {
+
+// --- storage and impl helpers -------------------------------------------------------------------
+
+namespace {
+constexpr size_t kAlignment = 64;  // a cache line, and an AVX-512 vector
+}
+
+Storage::Storage(size_t bytes) : nbytes(bytes) {
+  data = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{kAlignment});
+}
+Storage::~Storage() { ::operator delete(data, std::align_val_t{kAlignment}); }
+
+int64_t checked_numel(const Shape& shape, const char* op) {
+  int64_t numel = 1;
+  for (int64_t size : shape) {
+    check(size >= 0, op, "negative dimension ", size, " in shape ", shape);
+    check(size == 0 || numel <= std::numeric_limits<int64_t>::max() / 8 / size, op, "shape ", shape,
+          " has too many elements to address");
+    numel *= size;
+  }
+  return numel;
+}
+
+Tensor make_tensor(const Shape& shape, DType dtype, const char* op) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->numel = checked_numel(shape, op);
+  impl->shape = shape;
+  impl->dtype = dtype;
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(impl->numel) * element_size(dtype));
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, const Shape& shape) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->numel = base.numel();
+  impl->dtype = base.dtype();
+  impl->storage = base.impl()->storage;
+  return Tensor(std::move(impl));
+}
+
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
+  check(dim >= -ndim && dim < ndim, op, "dim ", dim, " is out of range for a tensor with ", ndim,
+        " dims (expected a dim in [", -ndim, ", ", ndim - 1, "])");
+  return dim < 0 ? dim + ndim : dim;
+}
+
+std::string to_string(const Shape& shape) { return detail::concat(shape); }
+
+// --- accessors -----------------------------------------------------------------------------------
+
+namespace {
+const TensorImpl& checked(const Tensor& t, const char* what) {
+  check(t.defined(), what, "called on an undefined tensor");
+  return *t.impl();
+}
+}  // namespace
+
+const Shape& Tensor::shape() const { return checked(*this, "shape").shape; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(checked(*this, "dim").shape.size()); }
+int64_t Tensor::numel() const { return checked(*this, "numel").numel; }
+DType Tensor::dtype() const { return checked(*this, "dtype").dtype; }
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+
+template <typename T>
+const T* Tensor::data() const {
+  const TensorImpl& impl = checked(*this, "data");
+  check(impl.dtype == dtype_of<T>(), "data", "requested ", dtype_of<T>(), " data from a ", impl.dtype, " tensor");
+  return impl.data<T>();
+}
+
+template <typename T>
+T* Tensor::mutable_data() {
+  const TensorImpl& impl = checked(*this, "mutable_data");
+  check(impl.dtype == dtype_of<T>(), "mutable_data", "requested ", dtype_of<T>(), " data from a ", impl.dtype,
+        " tensor");
+  return impl.data<T>();
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  const T* values = data<T>();
+  return std::vector<T>(values, values + numel());
+}
+
+template const float* Tensor::data<float>() const;
+template const double* Tensor::data<double>() const;
+template float* Tensor::mutable_data<float>();
+template double* Tensor::mutable_data<double>();
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+
+double Tensor::item() const {
+  check(numel() == 1, "item", "a tensor with ", numel(), " elements (shape ", shape(),
+        ") cannot be converted to a scalar");
+  return detail::dispatch(dtype(), [&]<typename T>() { return static_cast<double>(*data<T>()); });
+}
+
+// --- in-place initialisation ---------------------------------------------------------------------
+
+namespace {
+void check_inplace(const Tensor& t, const char* op) {
+  check(t.defined(), op, "called on an undefined tensor");
+  check(!(is_grad_enabled() && t.requires_grad()), op,
+        "a tensor that requires grad (shape ", t.shape(), ") cannot be modified in place while grad mode is on; "
+        "use a tg::NoGradGuard");
+}
+}  // namespace
+
+Tensor& Tensor::fill_(double value) {
+  check_inplace(*this, "fill_");
+  detail::dispatch(dtype(), [&]<typename T>() {
+    T* out = mutable_data<T>();
+    std::fill(out, out + numel(), static_cast<T>(value));
+  });
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& source) {
+  check_inplace(*this, "copy_");
+  check(source.defined() && source.shape() == shape() && source.dtype() == dtype(), "copy_", "expected a ",
+        dtype(), " tensor of shape ", shape(), ", got ", source.defined() ? name(source.dtype()) : "undefined", " ",
+        source.defined() ? source.shape() : Shape{});
+  if (source.impl()->storage != impl()->storage)
+    std::memcpy(impl()->storage->data, source.impl()->storage->data, static_cast<size_t>(numel()) * element_size(dtype()));
+  return *this;
+}
+
+// --- creation --------------------------------------------------------------------------------------
+
+Tensor empty(const Shape& shape, DType dtype) { return make_tensor(shape, dtype, "empty"); }
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor out = make_tensor(shape, dtype, "full");
+  NoGradGuard no_grad;
+  return out.fill_(value);
+}
+Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  const Shape resolved = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape;
+  Tensor out = make_tensor(resolved, dtype, "tensor");
+  check(out.numel() == static_cast<int64_t>(values.size()), "tensor", values.size(),
+        " values do not fill shape ", resolved, " (", out.numel(), " elements)");
+  detail::dispatch(dtype, [&]<typename T>() { std::copy(values.begin(), values.end(), out.mutable_data<T>()); });
+  return out;
+}
+
+// --- conversions ----------------------------------------------------------------------------------
+
+Tensor Tensor::to(DType target) const {
+  check(defined(), "to", "undefined tensor");
+  if (target == dtype()) return *this;
+  Tensor out = make_tensor(shape(), target);
+  detail::dispatch(dtype(), [&]<typename From>() {
+    detail::dispatch(target, [&]<typename To>() {
+      const From* in = data<From>();
+      To* result = out.mutable_data<To>();
+      for (int64_t i = 0; i < numel(); ++i) result[i] = static_cast<To>(in[i]);
+    });
+  });
+  if (autograd::needs_grad(*this))
+    autograd::record(out, "ToCopyBackward", {*this}, [source = dtype()](const Tensor& g, autograd::GradInputs& grads) {
+      grads.set(0, g.to(source));
+    });
+  return out;
+}
+
+Tensor Tensor::clone() const {
+  check(defined(), "clone", "undefined tensor");
+  Tensor out = make_tensor(shape(), dtype());
+  std::memcpy(out.impl()->storage->data, impl()->storage->data, static_cast<size_t>(numel()) * element_size(dtype()));
+  if (autograd::needs_grad(*this))
+    autograd::record(out, "CloneBackward", {*this}, [](const Tensor& g, autograd::GradInputs& grads) { grads.set(0, g); });
+  return out;
+}
+
+Tensor Tensor::detach() const {
+  check(defined(), "detach", "undefined tensor");
+  return make_view(*this, shape());
+}
+
+// --- autograd ---------------------------------------------------------------------------------------
+
+Tensor& Tensor::requires_grad_(bool requires_grad) {
+  check(defined(), "requires_grad_", "undefined tensor");
+  check(is_leaf() || requires_grad, "requires_grad_",
+        "cannot turn off requires_grad on a tensor computed by an operation; use detach()");
+  impl_->requires_grad = requires_grad;
+  return *this;
+}
+
+bool Tensor::requires_grad() const {
+  const TensorImpl& impl = checked(*this, "requires_grad");
+  return impl.requires_grad || impl.grad_fn != nullptr;
+}
+
+bool Tensor::is_leaf() const { return checked(*this, "is_leaf").grad_fn == nullptr; }
+
+Tensor Tensor::grad() const { return checked(*this, "grad").grad; }
+
+void Tensor::set_grad(const Tensor& grad) {
+  checked(*this, "set_grad");
+  check(!grad.defined() || (grad.shape() == shape() && grad.dtype() == dtype()), "set_grad", "expected a ", dtype(),
+        " gradient of shape ", shape(), ", got ", grad.defined() ? name(grad.dtype()) : "undefined", " ",
+        grad.defined() ? grad.shape() : Shape{});
+  impl_->grad = grad;
+}
+
+const char* Tensor::grad_fn_name() const {
+  const TensorImpl& impl = checked(*this, "grad_fn_name");
+  return impl.grad_fn ? impl.grad_fn->name : nullptr;
+}
+
+void Tensor::backward() const {
+  check(defined(), "backward", "undefined tensor");
+  check(numel() == 1, "backward", "grad can be implicitly created only for a one-element output, got shape ",
+        shape(), "; pass a grad_output of that shape");
+  backward(ones(shape(), dtype()));
+}
+
+void Tensor::backward(const Tensor& grad_output) const {
+  check(defined() && grad_output.defined(), "backward", "undefined tensor");
+  check(grad_output.shape() == shape() && grad_output.dtype() == dtype(), "backward", "grad_output of shape ",
+        grad_output.shape(), " (", grad_output.dtype(), ") does not match the output of shape ", shape(), " (",
+        dtype(), ")");
+  autograd::run_backward(*this, grad_output.detach());
+}
+
+}  // namespace tg

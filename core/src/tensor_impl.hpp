@@ -1,0 +1,53 @@
+// TensorImpl and Storage: what a tg::Tensor handle points to. Private to the library.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "tapegrad/tensor.hpp"
+
+namespace tg {
+
+namespace autograd {
+struct Node;
+}
+
+// A 64-byte aligned buffer. Views created by `reshape` and `detach` share it.
+struct Storage {
+  explicit Storage(size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data;
+  size_t nbytes;
+};
+
+struct TensorImpl {
+  Shape shape;
+  int64_t numel = 0;
+  DType dtype = kFloat32;
+  bool requires_grad = false;  // set on leaves by requires_grad_(); implied by grad_fn
+  std::shared_ptr<Storage> storage;
+  std::shared_ptr<autograd::Node> grad_fn;  // the node that produced this tensor; null for leaves
+  Tensor grad;                              // accumulated gradient of a leaf
+
+  template <typename T>
+  T* data() const {
+    return static_cast<T*>(storage->data);
+  }
+};
+
+// The element count of `shape`, or tg::Error naming `op` for a negative dim or an overflow.
+int64_t checked_numel(const Shape& shape, const char* op);
+
+// A new contiguous tensor with uninitialised values.
+Tensor make_tensor(const Shape& shape, DType dtype, const char* op = "empty");
+
+// A tensor sharing `storage` under a new shape (numel must match).
+Tensor make_view(const Tensor& base, const Shape& shape);
+
+// Dims normalised to [0, ndim) (negative dims count from the end), or tg::Error naming `op`.
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);
+
+}  // namespace tg

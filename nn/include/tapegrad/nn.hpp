@@ -1,0 +1,2 @@
+// tg::nn — modules, functional forms and losses.
+#pragma once

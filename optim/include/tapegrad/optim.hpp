@@ -1,0 +1,2 @@
+// tg::optim — optimizers and learning-rate schedules.
+#pragma once
