@@ -56,7 +56,7 @@ struct Printer {
   std::vector<int64_t> strides;
   std::vector<std::vector<int64_t>> visible;
   Mode mode = Mode::Fixed;
-  size_t width = 0;
+  size_t width = 1;
 
   // Chooses the number format from the visible finite values, as PyTorch's _Formatter does.
   void choose_format() {
@@ -91,9 +91,12 @@ struct Printer {
       if (i >= 0) collect(dim + 1, offset + i * strides[dim], out);
   }
 
+  // Like PyTorch, only nonzero finite values set the width (at least 1): "nan", "inf" and "-0.0000"
+  // may stick out of the column.
   void measure(size_t dim, int64_t offset) {
     if (dim == shape.size()) {
-      width = std::max(width, format_value(values[offset], mode).size());
+      const double v = values[offset];
+      if (std::isfinite(v) && v != 0) width = std::max(width, format_value(v, mode).size());
       return;
     }
     for (int64_t i : visible[dim])
@@ -102,7 +105,7 @@ struct Printer {
 
   std::string element(int64_t offset) const {
     std::string text = format_value(values[offset], mode);
-    return std::string(width - text.size(), ' ') + text;
+    return std::string(width - std::min(width, text.size()), ' ') + text;
   }
 
   // PyTorch's _tensor_str_with_formatter: innermost rows wrap at the line width; outer dims
@@ -124,7 +127,7 @@ struct Printer {
             out += " ";
           }
         }
-        out += i < 0 ? std::string("...") : element(offset + i * strides[dim]);
+        out += i < 0 ? std::string(" ...") : element(offset + i * strides[dim]);  // PyTorch's " ..."
         ++on_line;
         first = false;
       }
@@ -173,13 +176,19 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) {
   if (const char* fn = t.grad_fn_name()) suffixes.push_back("grad_fn=<" + std::string(fn) + ">");
   else if (t.requires_grad()) suffixes.push_back("requires_grad=True");
   // Suffixes follow on the last line, or on a new indented line when it would pass 80 columns.
+  // The line length is counted as PyTorch's _add_suffixes counts it (two more than the characters
+  // after the last newline), so that lines break where PyTorch breaks them.
   std::string text = prefix + body;
+  const size_t newline = text.rfind('\n');
+  size_t last_line = (newline == std::string::npos ? text.size() : text.size() - newline - 1) + 2;
   for (const std::string& suffix : suffixes) {
-    const size_t last_line = text.size() - (text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
-    if (last_line + suffix.size() + 2 > static_cast<size_t>(kLineWidth))
+    if (last_line + suffix.size() + 2 > static_cast<size_t>(kLineWidth)) {
       text.append(",\n").append(prefix.size(), ' ');
-    else
+      last_line = prefix.size() + suffix.size();
+    } else {
       text.append(", ");
+      last_line += suffix.size() + 2;
+    }
     text += suffix;
   }
   return out << text << ")";

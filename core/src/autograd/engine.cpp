@@ -21,7 +21,24 @@ namespace autograd {
 int64_t live_nodes() { return live_node_count.load(std::memory_order_relaxed); }
 
 Node::Node(const char* name) : name(name) { live_node_count.fetch_add(1, std::memory_order_relaxed); }
-Node::~Node() { live_node_count.fetch_sub(1, std::memory_order_relaxed); }
+Node::~Node() {
+  live_node_count.fetch_sub(1, std::memory_order_relaxed);
+  // A forward pass that never ran backward leaves a chain in which every node owns its
+  // predecessor; freeing it recursively would overflow the stack after some 10^5 ops. Take the
+  // edges this node holds the last reference to and free them here, one at a time.
+  std::vector<std::shared_ptr<Node>> orphans;
+  const auto adopt = [&orphans](std::vector<std::shared_ptr<Node>>& edges) {
+    for (std::shared_ptr<Node>& edge : edges)
+      if (edge && edge.use_count() == 1) orphans.push_back(std::move(edge));
+    edges.clear();
+  };
+  adopt(next);
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> node = std::move(orphans.back());
+    orphans.pop_back();
+    adopt(node->next);  // node is destroyed at the end of this iteration, with no edges left
+  }
+}
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node("AccumulateGrad"), leaf(std::move(leaf)) {}
 

@@ -1,0 +1,103 @@
+// tg::gradcheck itself: it passes correct gradients, catches a wrong one and points at it, refuses
+// float32; and the seed's composed LayerNorm, checked by value and by gradcheck.
+#include <cmath>
+
+#include "core_test_util.hpp"
+
+using tg::Tensor;
+using tg::testing::random_leaf;
+
+TEST_CASE("gradcheck passes a correct composite and reports the worst element", "[core][gradcheck]") {
+  tg::manual_seed(51);
+  const Tensor a = random_leaf({3, 4}), b = random_leaf({4});
+  const auto f = [](const std::vector<Tensor>& in) { return (in[0] * in[1]).exp().sum({-1}); };
+  const tg::GradcheckResult r = tg::gradcheck(f, {a, b});
+  INFO(r.message);
+  REQUIRE(static_cast<bool>(r));
+  CHECK(r.input >= 0);
+  CHECK(r.max_abs_error.size() == 2);
+  CHECK(r.max_abs_error[0] < 1e-6);
+  CHECK(r.message.find("passed") != std::string::npos);
+  // The user's tensors are not touched.
+  CHECK_FALSE(a.grad().defined());
+}
+
+TEST_CASE("gradcheck fails a wrong gradient and says where", "[core][gradcheck]") {
+  // f(x) = x * x.detach(): the tape sees d/dx = x, the true derivative is 2x.
+  const Tensor x = tg::tensor({0.5, -1.0, 2.0, 1.5}, {2, 2}, tg::kFloat64).requires_grad_();
+  const tg::GradcheckResult r =
+      tg::gradcheck([](const std::vector<Tensor>& in) { return in[0] * in[0].detach(); }, {x});
+  INFO(r.message);
+  REQUIRE_FALSE(static_cast<bool>(r));
+  REQUIRE(r.input == 0);
+  REQUIRE(r.element >= 0);
+  REQUIRE(r.element < 4);
+  // Output element j depends only on x[j]; the worst mismatch is on the diagonal, at |x| = 2.
+  CHECK(r.output_element == r.element);
+  const double xj = x.to_vector<double>()[static_cast<size_t>(r.element)];
+  CHECK(xj == 2.0);
+  CHECK(r.analytic == Approx(xj).epsilon(1e-12));
+  CHECK(r.numeric == Approx(2 * xj).epsilon(1e-6));
+  CHECK(r.max_abs_error[0] == Approx(2.0).epsilon(1e-6));
+  CHECK(r.message.find("FAILED") != std::string::npos);
+}
+
+TEST_CASE("gradcheck only checks inputs that require grad", "[core][gradcheck]") {
+  tg::manual_seed(52);
+  const Tensor a = random_leaf({2, 2});
+  const Tensor c = tg::randn({2, 2}, tg::kFloat64);  // constant: never perturbed
+  const tg::GradcheckResult r = tg::gradcheck([](const std::vector<Tensor>& in) { return in[0] * in[1]; }, {a, c});
+  INFO(r.message);
+  REQUIRE(r.passed);
+  CHECK(r.input == 0);
+  CHECK(r.max_abs_error[1] == 0.0);
+}
+
+TEST_CASE("gradcheck demands float64 inputs", "[core][gradcheck][errors]") {
+  const Tensor x = tg::ones({2}).requires_grad_();
+  const auto f = [](const std::vector<Tensor>& in) { return in[0] * 2.0; };
+  REQUIRE_THROWS_AS(tg::gradcheck(f, {x}), tg::Error);
+  REQUIRE_THROWS_WITH(tg::gradcheck(f, {x}), Catch::Contains("gradcheck") && Catch::Contains("float64") &&
+                                                 Catch::Contains("float32"));
+  REQUIRE_THROWS_WITH(tg::gradcheck(f, {tg::ones({2}, tg::kFloat64)}), Catch::Contains("requires grad"));
+}
+
+namespace {
+// The seed's LayerNorm over the last two dims, from primitive ops.
+Tensor layer_norm_last_two(const Tensor& x, const Tensor& gamma, const Tensor& beta) {
+  const Tensor mean = x.mean({-1, -2}, true);
+  const Tensor var = x.var({-1, -2}, /*unbiased=*/false, /*keepdim=*/true);
+  const Tensor normalized = (x - mean) / (var + 1e-5).sqrt();
+  return gamma.defined() ? normalized * gamma + beta : normalized;
+}
+}  // namespace
+
+TEST_CASE("composed LayerNorm over two dims reproduces the seed", "[core][seed]") {
+  const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64);
+  const Tensor x = tg::tensor({0.2, 0.1, 0.3, 0.5, 0.1, 0.1}, {2, 1, 3}, dtype);
+  const Tensor y = layer_norm_last_two(x, Tensor(), Tensor());
+  CHECK(y.dtype() == dtype);
+  const std::vector<double> expected{0.0000, -1.2238, 1.2238, 1.4140, -0.7070, -0.7070};
+  const std::vector<double> actual = y.to(tg::kFloat64).to_vector<double>();
+  REQUIRE(y.shape() == tg::Shape{2, 1, 3});
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO("element " << i << ": " << actual[i]);
+    // The seed prints 4 decimals: agree after rounding to them.
+    CHECK(std::round(actual[i] * 1e4) / 1e4 == Approx(expected[i]).margin(1e-9));
+  }
+}
+
+TEST_CASE("composed LayerNorm passes gradcheck with respect to x, gamma and beta", "[core][seed][gradcheck]") {
+  tg::manual_seed(53);
+  const Tensor x = tg::tensor({0.2, 0.1, 0.3, 0.5, 0.1, 0.1}, {2, 1, 3}, tg::kFloat64).requires_grad_();
+  const Tensor gamma = random_leaf({1, 3}, 0.5, 1.5);
+  const Tensor beta = random_leaf({1, 3});
+  TG_REQUIRE_GRADCHECK(
+      [](const std::vector<Tensor>& in) { return layer_norm_last_two(in[0], in[1], in[2]); },
+      (std::vector<Tensor>{x, gamma, beta}));
+  // And on random inputs of a larger shape.
+  const Tensor x2 = random_leaf({3, 2, 3});
+  TG_REQUIRE_GRADCHECK(
+      [](const std::vector<Tensor>& in) { return layer_norm_last_two(in[0], in[1], in[2]); },
+      (std::vector<Tensor>{x2, gamma, beta}));
+}
