@@ -1,2 +1,15 @@
 // tg::nn — modules, functional forms and losses.
+//
+//   tg::nn::Sequential model(tg::nn::Linear(5, 6), tg::nn::ReLU(), tg::nn::LayerNorm({6}));
+//   tg::Tensor loss = tg::nn::mse_loss(model(x), target);
+//   loss.backward();
+//   for (auto& [name, p] : model.named_parameters()) std::cout << name << p.grad() << '\n';
 #pragma once
+
+#include "tapegrad/nn/activation.hpp"
+#include "tapegrad/nn/functional.hpp"
+#include "tapegrad/nn/layer_norm.hpp"
+#include "tapegrad/nn/linear.hpp"
+#include "tapegrad/nn/loss.hpp"
+#include "tapegrad/nn/module.hpp"
+#include "tapegrad/nn/sequential.hpp"

@@ -1,0 +1,31 @@
+// tg::nn::functional — the fused kernels behind the modules, one tape node each.
+//
+//   namespace F = tg::nn::functional;
+//   tg::Tensor h = F::relu(F::linear(x, w, b));
+//   tg::Tensor y = F::layer_norm(h, {6}, gamma, beta, 1e-5);
+//
+// Modules call exactly these functions. Every argument is validated here and a tg::Error names
+// the function and the offending shapes; an undefined tensor means "absent" where a default is {}.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tapegrad/tensor.hpp"
+
+namespace tg::nn::functional {
+
+// x: [..., in], weight: [out, in], bias: [out] or absent -> [..., out]   (node LinearBackward)
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
+// max(x, 0); the backward masks by the saved output   (node ReluBackward)
+Tensor relu(const Tensor& x);
+
+// x: [..., *normalized_shape]; weight/bias: normalized_shape or absent   (node LayerNormBackward)
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+Tensor mse_loss(const Tensor& input, const Tensor& target);  // (node MseLossBackward)
+Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets);  // (CrossEntropyBackward)
+
+}  // namespace tg::nn::functional

@@ -1,0 +1,116 @@
+// tg::nn::Module and tg::nn::Parameter — the building blocks of every model.
+//
+// A module owns named parameters and named child modules and declares both in one override,
+// `members`, which every generic operation (parameters(), named_parameters(), zero_grad(), to(),
+// train()) walks recursively with PyTorch's dotted names ("lin.weight", "0.bias"):
+//
+//   struct Block : tg::nn::Module {
+//     tg::nn::Linear lin{4, 8};
+//     tg::nn::LayerNorm ln{{8}};
+//     void members(tg::nn::Members& m) override { m.module("lin", lin); m.module("ln", ln); }
+//     tg::Tensor forward(const tg::Tensor& x) override { return ln(lin(x)); }
+//   };
+//
+// Nothing is registered by pointer, so modules stay plain values that can be copied and moved
+// (into a Sequential, say). A copy shares its parameters' tensors with the original, as a copied
+// torch::nn::ModuleHolder does.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tapegrad/tensor.hpp"
+
+namespace tg::nn {
+
+class Members;
+class Module;
+
+// A parameter slot of a module: a leaf tensor that requires grad and whose identity never changes.
+//
+// Assigning a tensor to a parameter copies the new values INTO the existing storage (same shape
+// and dtype, else tg::Error), so the module, the handles returned by parameters() and an
+// optimizer built from them all keep seeing the same tensor:
+//
+//   tg::Tensor w = lin.weight;              // a handle, like optimizer.params[0]
+//   lin.weight = tg::zeros({6, 5});         // copies zeros into lin.weight's storage
+//   // w, lin.parameters()[0] and the optimizer now all read zeros
+//
+// This is the libtorch pitfall (`lin->weight = t` silently detaching the parameter from the
+// module and the optimizer) made impossible. The one operation that does replace the tensor is
+// Module::to(dtype), because a new dtype needs new storage: build optimizers after calling
+// to(), as in PyTorch. (Assigning through a `tg::Tensor&` that refers to a Parameter rebinds
+// the handle like any Tensor assignment; don't.)
+class Parameter : public Tensor {
+ public:
+  Parameter() = default;  // an absent parameter (Linear's bias with bias = false)
+  // `name` labels the slot in error messages ("Linear.weight"); an undefined `value` makes an
+  // absent parameter. A defined value becomes a leaf that requires grad (sharing its storage).
+  Parameter(std::string name, const Tensor& value);
+  Parameter(const Parameter&) = default;  // shares the tensor: a copied module shares parameters
+  Parameter(Parameter&&) = default;
+  ~Parameter() = default;
+
+  Parameter& operator=(const Tensor& values);  // copies values in; see above
+  Parameter& operator=(const Parameter& values) { return *this = static_cast<const Tensor&>(values); }
+
+  const std::string& label() const { return label_; }
+
+ private:
+  friend class Module;
+  void replace(const Tensor& value);  // Module::to only: a new tensor for the slot
+
+  std::string label_;
+};
+
+// The visitor a module declares its members to (see Module::members). Users only call its two
+// functions; the walks behind parameters(), to(), train()... are internal.
+class Members {
+ public:
+  void parameter(const std::string& name, Parameter& parameter);
+  void module(const std::string& name, Module& child);
+
+  struct Visitor;  // defined in module.cpp
+
+ private:
+  friend class Module;
+  Members(Visitor& visitor, std::string prefix) : visitor_(visitor), prefix_(std::move(prefix)) {}
+  Visitor& visitor_;
+  std::string prefix_;  // "" for the root, "0." or "block.lin." below it
+};
+
+class Module {
+ public:
+  Module() = default;
+  Module(const Module&) = default;
+  Module(Module&&) = default;
+  Module& operator=(const Module&) = default;
+  Module& operator=(Module&&) = default;
+  virtual ~Module() = default;
+
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+
+  // Declares this module's parameters and children, in order: m.parameter("weight", weight);
+  // m.module("lin", lin). Absent (undefined) parameters are skipped by every walk.
+  virtual void members(Members& m);
+
+  std::vector<Tensor> parameters();  // handles sharing the parameters' storage and grad
+  std::vector<std::pair<std::string, Tensor>> named_parameters();  // "0.weight", "ln.bias", ...
+  void zero_grad();  // every parameter's grad becomes undefined (PyTorch 2's set_to_none)
+  // Converts every parameter (and its grad) to `dtype`. This replaces the parameters' tensors:
+  // create optimizers after calling it.
+  Module& to(DType dtype);
+  Module& train(bool on = true);  // this module and all its descendants
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+
+ private:
+  friend class Members;
+  // Visits this module, then its members depth-first; `prefix` is this module's dotted path.
+  void walk(Members::Visitor& visitor, const std::string& prefix);
+  bool training_ = true;
+};
+
+}  // namespace tg::nn

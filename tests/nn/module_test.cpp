@@ -1,0 +1,137 @@
+// The Module API: registration by members(), dotted names, zero_grad, to(), train/eval, and
+// parameters that are never silently detached from their module.
+#include <string>
+
+#include "nn_test_util.hpp"
+
+using tg::Shape;
+using tg::Tensor;
+using namespace tg::nn_test;
+
+namespace {
+
+// A user-written module: a Linear and a LayerNorm, registered by name.
+struct Block : tg::nn::Module {
+  tg::nn::Linear lin{4, 8};
+  tg::nn::LayerNorm ln{{8}};
+  void members(tg::nn::Members& m) override {
+    m.module("lin", lin);
+    m.module("ln", ln);
+  }
+  Tensor forward(const Tensor& x) override { return ln(lin(x)); }
+};
+
+// A module of modules, with a parameter of its own.
+struct Net : tg::nn::Module {
+  Block block;
+  tg::nn::Parameter scale{"Net.scale", tg::ones({8})};
+  void members(tg::nn::Members& m) override {
+    m.module("block", block);
+    m.parameter("scale", scale);
+  }
+  Tensor forward(const Tensor& x) override { return block(x) * scale; }
+};
+
+std::vector<std::string> names(tg::nn::Module& module) {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : module.named_parameters()) out.push_back(name);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a user module gets parameters, named_parameters, zero_grad, to and train", "[module]") {
+  Net net;
+  REQUIRE(names(net) == std::vector<std::string>{"block.lin.weight", "block.lin.bias", "block.ln.weight",
+                                                 "block.ln.bias", "scale"});
+  const std::vector<Tensor> params = net.parameters();
+  REQUIRE(params.size() == 5);
+  REQUIRE(params[0].impl() == net.block.lin.weight.impl());  // handles, not copies
+  REQUIRE(params[4].impl() == net.scale.impl());
+
+  const Tensor loss = net(tg::randn({3, 4})).pow(2.0).mean();
+  loss.backward();
+  for (const Tensor& p : net.parameters()) REQUIRE(p.grad().defined());
+  net.zero_grad();
+  for (const Tensor& p : params) REQUIRE(!p.grad().defined());
+
+  REQUIRE(net.is_training());
+  REQUIRE(net.block.ln.is_training());
+  net.eval();
+  REQUIRE(!net.is_training());
+  REQUIRE(!net.block.is_training());
+  REQUIRE(!net.block.lin.is_training());
+  REQUIRE(!net.block.ln.is_training());
+  net.train();
+  REQUIRE(net.block.ln.is_training());
+
+  net.to(tg::kFloat64);
+  for (const Tensor& p : net.parameters()) {
+    REQUIRE(p.dtype() == tg::kFloat64);
+    REQUIRE(p.requires_grad());
+    REQUIRE(p.is_leaf());
+  }
+  REQUIRE(net(tg::randn({2, 4}, tg::kFloat64)).dtype() == tg::kFloat64);
+}
+
+TEST_CASE("to() converts values and gradients and keeps the values", "[module]") {
+  tg::nn::Linear lin(3, 2);
+  const std::vector<float> before = lin.weight.to_vector<float>();
+  tg::nn::mse_loss(lin(tg::randn({4, 3})), tg::zeros({4, 2})).backward();
+  lin.to(tg::kFloat64);
+  const std::vector<double> after = lin.weight.to_vector<double>();
+  for (size_t i = 0; i < before.size(); ++i) REQUIRE(after[i] == static_cast<double>(before[i]));
+  REQUIRE(lin.weight.grad().dtype() == tg::kFloat64);
+}
+
+TEST_CASE("assigning to a parameter updates the tensor every holder sees", "[module][parameter]") {
+  tg::nn::Linear lin(5, 6);
+  const Tensor handle = lin.weight;                      // taken before the assignment
+  const std::vector<Tensor> optimizer_view = lin.parameters();  // what an optimizer would hold
+  const Tensor other = tg::randn({6, 5});
+  lin.weight = other;
+  REQUIRE(bytes(lin.weight) == bytes(other));
+  REQUIRE(bytes(handle) == bytes(other));
+  REQUIRE(bytes(optimizer_view[0]) == bytes(other));
+  REQUIRE(lin.parameters()[0].impl() == optimizer_view[0].impl());
+  REQUIRE(lin.weight.requires_grad());
+  REQUIRE(lin.weight.is_leaf());
+
+  // A copy, not an alias: changing `other` later leaves the parameter alone.
+  {
+    tg::NoGradGuard no_grad;
+    Tensor(other).fill_(7.0);
+  }
+  REQUIRE(lin.weight.to_vector<float>()[0] != 7.0f);
+
+  // Training after the assignment reaches the handles held before it.
+  tg::nn::mse_loss(lin(tg::randn({2, 5})), tg::zeros({2, 6})).backward();
+  REQUIRE(optimizer_view[0].grad().defined());
+  REQUIRE(optimizer_view[0].grad().shape() == Shape{6, 5});
+
+  // Parameter-to-parameter assignment copies values too.
+  tg::nn::Linear source(5, 6);
+  lin.bias = source.bias;
+  REQUIRE(bytes(optimizer_view[1]) == bytes(source.bias));
+  REQUIRE(lin.bias.impl() != source.bias.impl());
+}
+
+TEST_CASE("assigning a tensor of the wrong shape or dtype to a parameter is an error", "[module][parameter]") {
+  tg::nn::Linear lin(5, 6);
+  REQUIRE_THROWS_WITH(lin.weight = tg::randn({5, 6}), Catch::Contains("Linear.weight") &&
+                                                          Catch::Contains("[5, 6]") && Catch::Contains("[6, 5]"));
+  REQUIRE_THROWS_WITH(lin.bias = tg::randn({6}, tg::kFloat64),
+                      Catch::Contains("Linear.bias") && Catch::Contains("float64"));
+  tg::nn::Linear no_bias(5, 6, false);
+  REQUIRE_THROWS_WITH(no_bias.bias = tg::randn({6}), Catch::Contains("Linear.bias") && Catch::Contains("absent"));
+  REQUIRE_THROWS_WITH(lin.weight = Tensor(), Catch::Contains("Linear.weight") && Catch::Contains("undefined"));
+}
+
+TEST_CASE("a copied module shares its parameters; a moved one keeps them", "[module]") {
+  tg::nn::Linear lin(3, 2);
+  tg::nn::Linear copy = lin;
+  REQUIRE(copy.weight.impl() == lin.weight.impl());
+  const auto* weight_impl = lin.weight.impl();
+  tg::nn::Linear moved = std::move(lin);
+  REQUIRE(moved.weight.impl() == weight_impl);
+}
