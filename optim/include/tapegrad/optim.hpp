@@ -1,2 +1,6 @@
 // tg::optim — optimizers and learning-rate schedules.
 #pragma once
+
+#include "tapegrad/optim/lr_scheduler.hpp"
+#include "tapegrad/optim/optimizer.hpp"
+#include "tapegrad/optim/sgd.hpp"
