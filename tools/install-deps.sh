@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what tapegrad needs to build and test, from Debian 12's own packages only.
+# Idempotent and quick when everything is present: apt-get runs only for missing packages.
+#   bash tools/install-deps.sh            # build + test dependencies
+#   bash tools/install-deps.sh --bench    # also libtorch, OpenBLAS and Google Benchmark for bench/
+set -euo pipefail
+
+packages=(cmake make g++ libeigen3-dev libtbb-dev libspdlog-dev catch2 nlohmann-json3-dev)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(libbenchmark-dev libtorch-dev libopenblas0-openmp python3-torch)
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+sudo=""
+[[ $(id -u) -eq 0 ]] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
