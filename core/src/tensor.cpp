@@ -39,7 +39,12 @@ Tensor make_tensor(const Shape& shape, DType dtype, const char* op) {
   impl->numel = checked_numel(shape, op);
   impl->shape = shape;
   impl->dtype = dtype;
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(impl->numel) * element_size(dtype));
+  const size_t bytes = static_cast<size_t>(impl->numel) * element_size(dtype);
+  try {
+    impl->storage = std::make_shared<Storage>(bytes);
+  } catch (const std::bad_alloc&) {
+    throw Error(detail::concat(op, ": cannot allocate ", bytes, " bytes for a ", dtype, " tensor of shape ", shape));
+  }
   return Tensor(std::move(impl));
 }
 

@@ -112,6 +112,9 @@ TEST_CASE("error: creation with a wrong value count, negative or overflowing sha
   REQUIRE_THROWS_WITH(tg::zeros({huge, huge}), Contains("too many elements") && Contains("[1099511627776, 1099511627776]"));
   REQUIRE_THROWS_WITH(tg::empty({huge, huge, huge}, tg::kFloat64), Contains("too many elements"));
   REQUIRE_THROWS_WITH(tg::ones({2, 3}).reshape({huge, huge}), Contains("reshape"));
+  // Addressable but larger than any memory: a tg::Error, not std::bad_alloc.
+  REQUIRE_THROWS_WITH(tg::empty({huge}, tg::kFloat64), Contains("empty") && Contains("cannot allocate") &&
+                                                           Contains("[1099511627776]"));
 }
 
 TEST_CASE("error: copy_ with another shape and set_grad with another shape", "[core][errors]") {

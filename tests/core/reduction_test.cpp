@@ -82,6 +82,9 @@ TEST_CASE("var unbiased and biased by hand", "[core][reduction]") {
   CHECK(unbiased[0] == Approx(5.0 / 3).epsilon(1e-15));
   CHECK(unbiased[1] == 4.0);
   CHECK(x.var({1}, false).to_vector<double>() == std::vector<double>{1.25, 3.0});
+  // A braced dim list alone means dims, never the `unbiased` flag of var(bool).
+  CHECK(x.var({1}).shape() == tg::Shape{2});
+  CHECK(x.var({1}).to_vector<double>()[1] == 4.0);
   CHECK(x.var({-1}, false, true).shape() == tg::Shape{2, 1});
   // Over dim 0: columns [1, 2], [2, 2], [3, 2], [4, 6]
   CHECK(x.var({0}, true).to_vector<double>() == std::vector<double>{0.5, 0.0, 0.5, 2.0});
@@ -104,6 +107,11 @@ TEST_CASE("reductions on 0-d and 4-d tensors", "[core][reduction]") {
   CHECK(s.sum().item() == 2.5);
   CHECK(s.mean().item() == 2.5);
   CHECK(s.sum().dim() == 0);
+  // As in PyTorch, a 0-d tensor accepts dim 0 and -1 and reduces to itself.
+  CHECK(s.sum({0}).item() == 2.5);
+  CHECK(s.mean({-1}, true).dim() == 0);
+  CHECK(s.var({0}, false).item() == 0.0);
+  REQUIRE_THROWS_AS(s.sum({1}), tg::Error);
 
   std::vector<double> values(2 * 3 * 4 * 5);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i);

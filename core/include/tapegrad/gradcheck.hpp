@@ -30,8 +30,8 @@ struct GradcheckOptions {
 
 struct GradcheckResult {
   bool passed = true;
-  // The worst element (largest excess of |analytic - numeric| over its tolerance, or the largest
-  // error when everything passes): which input, which of its elements, which output element.
+  // The worst element — the one whose |analytic - numeric| comes closest to (or goes furthest
+  // past) its tolerance atol + rtol·|numeric|: which input, which of its elements, which output.
   int64_t input = -1;
   int64_t element = -1;
   int64_t output_element = -1;

@@ -13,6 +13,7 @@
 //   std::cout << w.grad();
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -73,7 +74,13 @@ class Tensor {
   Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
   Tensor mean() const;
   Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
-  Tensor var(bool unbiased = true) const;
+  Tensor var() const;  // of all elements, unbiased
+  // x.var(false): the biased variance of all elements. A template taking exactly bool, so that
+  // x.var({1}) cannot silently bind here (the braced list means dims, the overload below).
+  template <std::same_as<bool> Bool>
+  Tensor var(Bool unbiased) const {
+    return var(std::vector<int64_t>{}, unbiased, false);
+  }
   Tensor var(const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false) const;
   Tensor sqrt() const;
   Tensor pow(double exponent) const;

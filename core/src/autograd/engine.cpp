@@ -2,7 +2,10 @@
 // each node's saved tensors freed as soon as it has run.
 #include <atomic>
 
+#include <cmath>
+
 #include "autograd/node.hpp"
+#include "dispatch.hpp"
 #include "ops/elementwise.hpp"
 
 namespace tg {
@@ -17,6 +20,28 @@ NoGradGuard::~NoGradGuard() { grad_enabled = previous_; }
 bool is_grad_enabled() { return grad_enabled; }
 
 namespace autograd {
+std::atomic<bool> anomaly_mode{false};
+}  // namespace autograd
+
+namespace {
+thread_local std::string anomaly_tag_path;  // "encoder/block 2": the AnomalyTags alive here
+}  // namespace
+
+void set_detect_anomaly(bool enabled) { autograd::anomaly_mode.store(enabled, std::memory_order_relaxed); }
+bool is_anomaly_enabled() { return autograd::anomaly_detection_on(); }
+
+DetectAnomalyGuard::DetectAnomalyGuard(bool enabled) : previous_(is_anomaly_enabled()) { set_detect_anomaly(enabled); }
+DetectAnomalyGuard::~DetectAnomalyGuard() { set_detect_anomaly(previous_); }
+
+AnomalyTag::AnomalyTag(const std::string& tag) : previous_length_(anomaly_tag_path.size()) {
+  if (!anomaly_tag_path.empty()) anomaly_tag_path += '/';
+  anomaly_tag_path += tag;
+}
+AnomalyTag::~AnomalyTag() { anomaly_tag_path.resize(previous_length_); }
+
+namespace autograd {
+
+const std::string& current_anomaly_tag() { return anomaly_tag_path; }
 
 int64_t live_nodes() { return live_node_count.load(std::memory_order_relaxed); }
 
@@ -108,6 +133,25 @@ std::vector<std::shared_ptr<Node>> topological_order(const std::shared_ptr<Node>
   return order;
 }
 
+// Anomaly detection: the first NaN or Inf among the gradients `node` produced is an error that
+// names the node and where it was recorded.
+void check_finite(const Node& node, const std::vector<Tensor>& grads) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    const char* problem = detail::dispatch(grads[i].dtype(), [&]<typename T>() -> const char* {
+      const T* values = grads[i].data<T>();
+      for (int64_t j = 0; j < grads[i].numel(); ++j) {
+        if (std::isnan(values[j])) return "a NaN";
+        if (std::isinf(values[j])) return "an Inf";
+      }
+      return nullptr;
+    });
+    check(problem == nullptr, "backward", "anomaly: ", node.name, " produced ", problem ? problem : "",
+          " gradient for its input ", i, " (shape ", grads[i].shape(), "); the operation was recorded ",
+          node.anomaly_tag.empty() ? std::string("outside any tg::AnomalyTag") : "in '" + node.anomaly_tag + "'");
+  }
+}
+
 }  // namespace
 
 void run_backward(const Tensor& root, const Tensor& grad_output) {
@@ -124,6 +168,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
     grads.assign(node->next.size(), Tensor());
     GradInputs sink(node->next, grads);
     if (grad.defined()) node->apply(grad, sink);
+    if (anomaly_detection_on()) check_finite(*node, grads);
     for (size_t i = 0; i < node->next.size(); ++i) {
       Node* next = node->next[i].get();
       if (!next || !grads[i].defined()) continue;

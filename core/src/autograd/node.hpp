@@ -16,7 +16,9 @@
 // that owned its output would never be freed.
 #pragma once
 
+#include <atomic>
 #include <initializer_list>
+#include <string>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -57,6 +59,9 @@ struct Node {
   std::vector<std::shared_ptr<Node>> next;  // per input: its producer, an AccumulateGrad, or null
   bool released = false;
 
+  // Where the op was recorded (the AnomalyTag path), captured only while anomaly detection is on.
+  std::string anomaly_tag;
+
   // Engine scratch, valid during one backward pass.
   Tensor pending_grad;  // sum of the gradients that reached this node's output
   int64_t dependencies = 0;
@@ -82,6 +87,12 @@ struct FunctionNode final : Node {
 // requires grad, or nowhere.
 std::shared_ptr<Node> gradient_edge(const Tensor& input);
 
+// Anomaly detection (see tg::set_detect_anomaly): the switch, read on every record, and the
+// AnomalyTag path of this thread ("" when no tag is alive).
+extern std::atomic<bool> anomaly_mode;
+inline bool anomaly_detection_on() { return anomaly_mode.load(std::memory_order_relaxed); }
+const std::string& current_anomaly_tag();
+
 // True when grad mode is on and at least one input takes part in differentiation.
 template <typename... Tensors>
 bool needs_grad(const Tensors&... inputs) {
@@ -95,6 +106,7 @@ void record(Tensor& output, const char* name, std::initializer_list<std::referen
   auto node = std::make_shared<FunctionNode<std::decay_t<Backward>>>(name, std::forward<Backward>(backward));
   node->next.reserve(inputs.size());
   for (const Tensor& input : inputs) node->next.push_back(gradient_edge(input));
+  if (anomaly_detection_on()) node->anomaly_tag = current_anomaly_tag();
   output.impl()->grad_fn = std::move(node);
 }
 

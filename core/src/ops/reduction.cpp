@@ -107,6 +107,10 @@ ReductionPlan plan_reduction(const Shape& shape, const std::vector<int64_t>& dim
   const int64_t ndim = static_cast<int64_t>(shape.size());
   std::vector<bool> reduced(shape.size(), dims.empty());  // no dims: reduce everything (PyTorch)
   for (int64_t dim : dims) {
+    if (ndim == 0) {  // a 0-d tensor reduces over "dim 0" or "-1" to itself, as in PyTorch
+      normalize_dim(dim, 1, op);
+      continue;
+    }
     const int64_t d = normalize_dim(dim, ndim, op);
     check(!reduced[d], op, "dim ", dim, " appears more than once in the list of dims for a tensor of shape ", shape);
     reduced[d] = true;
@@ -184,7 +188,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 
 Tensor Tensor::sum() const { return sum({}, false); }
 Tensor Tensor::mean() const { return mean({}, false); }
-Tensor Tensor::var(bool unbiased) const { return var({}, unbiased, false); }
+Tensor Tensor::var() const { return var(std::vector<int64_t>{}, true, false); }
 
 Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const {
   return detail::scaled_sum(*this, dims, keepdim, /*average=*/false, "sum", "SumBackward");
