@@ -5,7 +5,7 @@
 #   bash tools/install-deps.sh --bench    # also libtorch, OpenBLAS and Google Benchmark for bench/
 set -euo pipefail
 
-packages=(cmake make g++ libeigen3-dev libtbb-dev libspdlog-dev catch2 nlohmann-json3-dev)
+packages=(cmake make g++ libeigen3-dev libtbb-dev libspdlog-dev catch2 nlohmann-json3-dev python3)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libbenchmark-dev libtorch-dev libopenblas0-openmp python3-torch)
 fi

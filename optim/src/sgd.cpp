@@ -64,6 +64,11 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
   check_options(options_);
 }
 
+void SGD::set_options(const SGDOptions& options) {
+  check_options(options);
+  options_ = options;
+}
+
 void SGD::set_lr(double lr) {
   check(lr >= 0, "SGD", "expected lr >= 0, got ", lr);
   options_.lr = lr;

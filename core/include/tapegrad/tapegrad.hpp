@@ -22,3 +22,4 @@
 #include "tapegrad/tensor.hpp"
 #include "tapegrad/nn.hpp"
 #include "tapegrad/optim.hpp"
+#include "tapegrad/checkpoint.hpp"

@@ -31,7 +31,9 @@ std::string hex(uint32_t value) {
 std::string encode_safetensors(const NamedTensors& tensors, Metadata metadata) {
   json header = json::object();
   std::string data;
-  for (const auto& [name, tensor] : tensors) {
+  for (const auto& entry : tensors) {
+    const std::string& name = entry.first;
+    const Tensor& tensor = entry.second;  // a named variable, not a binding: lambdas capture it
     const size_t begin = data.size();
     dispatch(tensor.dtype(), [&]<typename T>() {
       data.append(reinterpret_cast<const char*>(tensor.data<T>()), static_cast<size_t>(tensor.numel()) * sizeof(T));
@@ -73,7 +75,9 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
     std::string name;
   };
   std::vector<Extent> extents;
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string& name = item.key();
+    const json& entry = item.value();
     if (name == "__metadata__") {
       check(entry.is_object(), op, "'", source, "' has a malformed header: __metadata__ must be an object");
       for (const auto& [key, value] : entry.items()) {

@@ -42,6 +42,9 @@ class SGD : public Optimizer {
   void set_lr(double lr) override;  // lr >= 0, as in the constructor
 
   const SGDOptions& options() const { return options_; }
+  // Replaces every hyper-parameter at once, validated like the constructor's (what tg::load does
+  // when it restores a checkpoint, as PyTorch's load_state_dict restores param_groups).
+  void set_options(const SGDOptions& options);
   int64_t step_count() const { return step_count_; }  // calls to step() so far
 
   // One per parameter, in parameter order; undefined while momentum is 0 and until a parameter's
