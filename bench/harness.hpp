@@ -1,0 +1,264 @@
+// The benchmark harness shared by tg_bench (tapegrad) and tg_bench_torch (libtorch).
+//
+// Both programs run the same cases, named the same way, and print the same lines, so that
+// bench/run.py can interleave them and compare line by line. A program supplies a Backend — one
+// factory per family of cases — and calls bench::run_main; this header owns the case list, the
+// flags, the timing and the output format:
+//
+//   case=layer_norm_fwd/8192x768 threads=2 median_ms=1.234 p10_ms=1.2 p90_ms=1.3 iters=400
+//
+// Timing: each case is built once (inputs, modules, optimizer), warmed up, then timed in samples.
+// A sample is `iters_per_sample` back-to-back iterations (enough for ~0.5 ms, so that the clock's
+// resolution never matters) and yields one per-iteration time; the line reports the median and
+// the 10th/90th percentiles of the samples. Samples continue until both --min-time seconds have
+// passed and --repetitions samples were taken. After timing, the case checks that its outputs
+// (results and gradients) are finite; the program exits non-zero if any case fails, which is what
+// the CI smoke test relies on. No timing is ever asserted.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+// --- the case list: shapes shared by both programs ---
+
+struct LayerNormShape {
+  int64_t rows;  // M: the leading dims flattened
+  int64_t cols;  // N: the normalized_shape {N}
+};
+// LayerNorm over the last dim, float32: the large shapes are memory-bound, the small ones overhead-bound.
+inline const std::vector<LayerNormShape> kLayerNormShapes = {{8192, 768}, {32768, 64}, {512, 4096}, {64, 8}, {2, 4}};
+
+struct TrainShape {
+  int64_t batch;   // B: rows of x
+  int64_t in;      // IN: Linear's in_features
+  int64_t hidden;  // H: Linear's out_features and LayerNorm's normalized_shape {H}
+};
+// One step of Linear(IN,H) -> ReLU -> LayerNorm(H), MSE against a fixed target, SGD(lr=0.1).
+inline const std::vector<TrainShape> kTrainShapes = {{2, 5, 6}, {64, 32, 64}, {256, 512, 512}, {1024, 1024, 1024}};
+
+// STREAM arrays: 32 Mi floats = 128 MiB each, 4x this machine's 32 MiB L3, so nothing stays cached.
+inline constexpr int64_t kStreamElements = int64_t{1} << 25;
+inline constexpr int64_t kTinyGraphElements = 4;
+
+// --- what a program implements ---
+
+// One benchmark case, built and ready: `step` runs one iteration; `outputs_finite` is called once
+// after timing and checks every result and gradient the iterations produced.
+struct Runner {
+  std::function<void()> step;
+  std::function<bool()> outputs_finite;
+};
+
+// One factory per family. Absent (empty) factories skip their cases: the libtorch program has no
+// copy or STREAM reference, those belong to the tapegrad run only.
+struct Backend {
+  std::function<void(int)> set_num_threads;
+  std::function<Runner(LayerNormShape)> layer_norm_forward;           // y = LayerNorm({N})(x), no grad
+  std::function<Runner(LayerNormShape)> layer_norm_forward_backward;  // then y.backward(dy): dx, dγ, dβ
+  std::function<Runner(LayerNormShape)> copy;                         // memcpy of x: the memory-bound limit
+  std::function<Runner(TrainShape)> train_step;
+  std::function<Runner(int64_t)> tiny_graph;                          // ((a*b)+c).sum().backward()
+  std::function<Runner(int64_t)> stream_copy;                         // a[i] = b[i]
+  std::function<Runner(int64_t)> stream_triad;                        // a[i] = b[i] + s*c[i]
+};
+
+// --- flags ---
+
+struct Options {
+  int threads = 1;
+  std::string filter;        // run only cases whose name contains it
+  double min_time = 0.5;     // seconds of timed samples per case (at least)
+  int repetitions = 10;      // timed samples per case (at least)
+  bool list = false;         // print the case names and exit
+};
+
+namespace detail {
+
+inline void usage(const char* program) {
+  std::printf(
+      "usage: %s [--threads N] [--filter SUBSTRING] [--min-time SECONDS] [--repetitions N] [--list]\n"
+      "  --threads N          intra-op threads (default 1)\n"
+      "  --filter S           only the cases whose name contains S\n"
+      "  --min-time S         time each case for at least S seconds (default 0.5; 0 = one sample)\n"
+      "  --repetitions N      take at least N timed samples per case (default 10)\n"
+      "  --list               print the case names and exit\n"
+      "Prints one line per case: case=<name> threads=<n> median_ms=<x> p10_ms=<x> p90_ms=<x> iters=<n>\n",
+      program);
+}
+
+// Parses "--name value" and "--name=value"; returns false (after printing why) on a bad command line.
+inline bool parse(int argc, char** argv, Options& options, bool& help) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    if (arg == "--help" || arg == "-h") {
+      help = true;
+      continue;
+    }
+    if (arg == "--list") {
+      options.list = true;
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      std::fprintf(stderr, "flag %s needs a value\n", arg.c_str());
+      return false;
+    }
+    try {
+      if (arg == "--threads") options.threads = std::stoi(value);
+      else if (arg == "--filter") options.filter = value;
+      else if (arg == "--min-time") options.min_time = std::stod(value);
+      else if (arg == "--repetitions") options.repetitions = std::stoi(value);
+      else {
+        std::fprintf(stderr, "unknown flag %s\n", arg.c_str());
+        return false;
+      }
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "bad value for %s: %s\n", arg.c_str(), value.c_str());
+      return false;
+    }
+  }
+  if (options.threads < 1 || options.repetitions < 1 || !(options.min_time >= 0)) {
+    std::fprintf(stderr, "expected --threads >= 1, --repetitions >= 1, --min-time >= 0\n");
+    return false;
+  }
+  return true;
+}
+
+inline std::string dims(std::initializer_list<int64_t> sizes) {
+  std::string out;
+  for (int64_t size : sizes) {
+    if (!out.empty()) out += 'x';
+    out += std::to_string(size);
+  }
+  return out;
+}
+
+struct NamedCase {
+  std::string name;
+  std::function<Runner()> build;  // allocates only when the case is selected
+};
+
+// The case list, in output order. Names are "<family>/<shape>"; run.py parses them back.
+inline std::vector<NamedCase> cases(const Backend& backend) {
+  std::vector<NamedCase> out;
+  auto add = [&](const auto& factory, const std::string& family, const std::string& shape, auto argument) {
+    if (factory) out.push_back({family + "/" + shape, [&factory, argument] { return factory(argument); }});
+  };
+  for (const LayerNormShape& s : kLayerNormShapes) {
+    const std::string shape = dims({s.rows, s.cols});
+    add(backend.copy, "copy", shape, s);
+    add(backend.layer_norm_forward, "layer_norm_fwd", shape, s);
+    add(backend.layer_norm_forward_backward, "layer_norm_fwd_bwd", shape, s);
+  }
+  for (const TrainShape& s : kTrainShapes) add(backend.train_step, "train_step", dims({s.batch, s.in, s.hidden}), s);
+  add(backend.tiny_graph, "tiny_graph", dims({kTinyGraphElements}), kTinyGraphElements);
+  add(backend.stream_copy, "stream_copy", dims({kStreamElements}), kStreamElements);
+  add(backend.stream_triad, "stream_triad", dims({kStreamElements}), kStreamElements);
+  return out;
+}
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The q-quantile (0..1) of sorted values, interpolated linearly between neighbours.
+inline double quantile(const std::vector<double>& sorted, double q) {
+  const double position = q * static_cast<double>(sorted.size() - 1);
+  const size_t below = static_cast<size_t>(position);
+  const size_t above = std::min(below + 1, sorted.size() - 1);
+  return sorted[below] + (position - static_cast<double>(below)) * (sorted[above] - sorted[below]);
+}
+
+struct Timing {
+  std::vector<double> sample_ms;  // per-iteration time of each sample, sorted
+  int64_t iterations = 0;         // timed iterations in total
+};
+
+inline Timing time_case(const Runner& runner, const Options& options) {
+  constexpr double kSampleSeconds = 0.5e-3;
+  constexpr size_t kMaxSamples = 20000;
+  // Warm-up: at least one iteration (allocator, caches, thread pool), and 10% of the time budget.
+  int64_t warmup_iterations = 0;
+  const Clock::time_point warmup_start = Clock::now();
+  do {
+    runner.step();
+    ++warmup_iterations;
+  } while (seconds_since(warmup_start) < 0.1 * options.min_time);
+  const double per_iteration = seconds_since(warmup_start) / static_cast<double>(warmup_iterations);
+  const int64_t iters_per_sample = std::max<int64_t>(1, static_cast<int64_t>(kSampleSeconds / per_iteration));
+
+  Timing timing;
+  const Clock::time_point start = Clock::now();
+  while (timing.sample_ms.size() < static_cast<size_t>(options.repetitions) ||
+         (seconds_since(start) < options.min_time && timing.sample_ms.size() < kMaxSamples)) {
+    const Clock::time_point sample_start = Clock::now();
+    for (int64_t i = 0; i < iters_per_sample; ++i) runner.step();
+    timing.sample_ms.push_back(1e3 * seconds_since(sample_start) / static_cast<double>(iters_per_sample));
+    timing.iterations += iters_per_sample;
+  }
+  std::sort(timing.sample_ms.begin(), timing.sample_ms.end());
+  return timing;
+}
+
+}  // namespace detail
+
+// The whole program: parses the flags, runs the selected cases, prints one line each.
+// Returns 0, or 1 when a case threw or produced a non-finite output (2 on a bad command line).
+inline int run_main(int argc, char** argv, const Backend& backend) {
+  Options options;
+  bool help = false;
+  if (!detail::parse(argc, argv, options, help)) {
+    detail::usage(argv[0]);
+    return 2;
+  }
+  if (help) {
+    detail::usage(argv[0]);
+    return 0;
+  }
+  const std::vector<detail::NamedCase> all = detail::cases(backend);
+  if (options.list) {
+    for (const auto& c : all) std::printf("%s\n", c.name.c_str());
+    return 0;
+  }
+  backend.set_num_threads(options.threads);
+  int failures = 0;
+  for (const auto& c : all) {
+    if (c.name.find(options.filter) == std::string::npos) continue;
+    try {
+      const Runner runner = c.build();
+      const detail::Timing timing = detail::time_case(runner, options);
+      std::printf("case=%s threads=%d median_ms=%.6g p10_ms=%.6g p90_ms=%.6g iters=%lld\n", c.name.c_str(),
+                  options.threads, detail::quantile(timing.sample_ms, 0.5), detail::quantile(timing.sample_ms, 0.1),
+                  detail::quantile(timing.sample_ms, 0.9), static_cast<long long>(timing.iterations));
+      std::fflush(stdout);
+      if (!runner.outputs_finite()) {
+        std::fprintf(stderr, "case=%s: FAILED: non-finite values in its outputs or gradients\n", c.name.c_str());
+        ++failures;
+      }
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "case=%s: FAILED: %s\n", c.name.c_str(), error.what());
+      ++failures;
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace bench

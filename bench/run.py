@@ -1,0 +1,336 @@
+#!/usr/bin/python3
+"""Runs tapegrad's and libtorch's benchmarks interleaved and prints one comparison table.
+
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2 --target tg_bench tg_bench_torch
+    python3 bench/run.py --build build            # the full comparison (~10 minutes on 2 cores)
+    python3 bench/run.py --build build --quick    # a few iterations: checks the plumbing in ~1 minute
+    python3 bench/run.py --build build --raw raw.txt            # also keep every program's output...
+    python3 bench/run.py --build build --from-raw raw.txt       # ...and print the table again from it
+
+Every round runs, at 1 and then at 2 threads, tg_bench and then tg_bench_torch once per libtorch
+environment below (A B B' B'' A B B' B'' ...), so that a noisy neighbour slows both sides alike.
+Each program reports the median of its samples per case; this script takes the median across
+rounds, then libtorch's best (lowest) over its environments, per case and thread count.
+
+Giving libtorch its best chance (the environments tried, per case the fastest is reported):
+  * Debian's libtorch calls the system BLAS (libblas.so.3, chosen by update-alternatives), so
+    install OpenBLAS (`apt-get install libopenblas0-openmp`); with the reference BLAS its GEMMs
+    are ~10x slower. This script prints which BLAS libblas.so.3 resolves to.
+  * OPENBLAS_CORETYPE is unset: some machines set it to Haswell, which halves OpenBLAS's GEMM
+    speed on AVX-512 CPUs.
+  * libtorch 1.13 runs its own kernels with AVX2 unless ATEN_CPU_CAPABILITY=avx512: tried both.
+  * glibc's malloc returns large blocks to the OS (page faults on every step) unless
+    GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296:
+    tried with and without.
+  * Not in the issue's list, but libtorch's best at 2 threads on a shared, loaded machine:
+    OMP_WAIT_POLICY=PASSIVE. Debian's libtorch and OpenBLAS run on libgomp, whose idle workers
+    spin; when other processes want the same cores, every parallel region then waits for a
+    descheduled worker (measured here: train_step/256x512x512 at 2 threads 50-110 ms -> 4-6 ms).
+  * Gradients are reset with set_to_none (no memset, no accumulation), forward cases run under
+    NoGradGuard: see tg_bench_torch.cpp.
+tapegrad runs in the plain environment a user gets (only OPENBLAS_CORETYPE unset).
+
+Standard library only; Debian 12's /usr/bin/python3.
+"""
+
+import argparse
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+# glibc: keep blocks below 32 MiB on the heap and never trim it, so big tensors are not
+# munmap'ed and page-faulted back in on every step.
+GLIBC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296"
+
+# libtorch environments tried; libtorch's result per case is the best of them.
+TORCH_VARIANTS = {
+    "default": {},
+    "malloc": {"GLIBC_TUNABLES": GLIBC_TUNABLES},
+    "malloc+avx512": {"GLIBC_TUNABLES": GLIBC_TUNABLES, "ATEN_CPU_CAPABILITY": "avx512"},
+    "malloc+avx512+passive": {"GLIBC_TUNABLES": GLIBC_TUNABLES, "ATEN_CPU_CAPABILITY": "avx512",
+                              "OMP_WAIT_POLICY": "PASSIVE"},
+}
+
+LINE = re.compile(r"case=(\S+) threads=(\d+) median_ms=(\S+) p10_ms=(\S+) p90_ms=(\S+) iters=(\d+)")
+STREAM_ELEMENTS = 1 << 25  # must match bench::kStreamElements
+
+# Targets of issue 5: libtorch time / tapegrad time at least this much.
+LAYER_NORM_SPEEDUP = {"8192x768": 2.0, "32768x64": 2.0, "512x4096": 2.0, "64x8": 10.0, "2x4": 10.0}
+TRAIN_SPEEDUP = {"2x5x6": 10.0, "64x32x64": 5.0, "256x512x512": 1.1, "1024x1024x1024": 1.1}
+FORWARD_VS_COPY = 1.3          # LayerNorm forward time <= 1.3x a memcpy of the same tensor...
+LARGE_LAYER_NORM = ["8192x768", "32768x64", "512x4096"]  # ...where it is memory-bound
+THREAD_SPEEDUP = 1.7           # 2 threads vs 1 on the compute-bound training steps
+COMPUTE_BOUND = ["train_step/256x512x512", "train_step/1024x1024x1024"]
+TINY = ["layer_norm_fwd/2x4", "layer_norm_fwd_bwd/2x4", "layer_norm_fwd/64x8", "layer_norm_fwd_bwd/64x8",
+        "train_step/2x5x6", "train_step/64x32x64", "tiny_graph/4"]
+NOT_SLOWER_TOLERANCE = 1.05    # "must not get slower with more threads", within 5% of noise
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default="build", help="the CMake build directory (default: build)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument("--min-time", type=float, default=0.3, help="seconds per case per run (default 0.3)")
+    parser.add_argument("--repetitions", type=int, default=10, help="minimum samples per case per run (default 10)")
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--filter", default="", help="only cases whose name contains this")
+    parser.add_argument("--variants", default=",".join(TORCH_VARIANTS),
+                        help="libtorch environments to try (default: all of %s)" % ", ".join(TORCH_VARIANTS))
+    parser.add_argument("--quick", action="store_true", help="1 round, few iterations: a plumbing check")
+    parser.add_argument("--raw", help="also append every raw result line to this file")
+    parser.add_argument("--from-raw", help="print the table from a file written by --raw instead of running")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.min_time, args.repetitions = 1, 0.02, 3
+    args.threads = [int(t) for t in args.threads.split(",")]
+    args.variants = [v for v in args.variants.split(",") if v]
+    for variant in args.variants:
+        if variant not in TORCH_VARIANTS:
+            parser.error("unknown variant %r" % variant)
+    return args
+
+
+def base_environment():
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)  # never pin OpenBLAS to an older core (Haswell halves GEMM)
+    for name in ("GLIBC_TUNABLES", "ATEN_CPU_CAPABILITY", "OMP_WAIT_POLICY"):
+        env.pop(name, None)  # set per variant only
+    return env
+
+
+def run(label, program, threads, args, env):
+    command = [program, "--threads", str(threads), "--min-time", str(args.min_time),
+               "--repetitions", str(args.repetitions)]
+    if args.filter:
+        command += ["--filter", args.filter]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
+    if result.returncode != 0:
+        sys.exit("%s failed (exit %d):\n%s" % (" ".join(command), result.returncode, result.stderr))
+    if args.raw:
+        with open(args.raw, "a") as raw:
+            raw.write("# program=%s %s\n%s" % (label, " ".join(command), result.stdout))
+    return [(m.group(1), int(m.group(2)), float(m.group(3))) for m in LINE.finditer(result.stdout)]
+
+
+def load_raw(path):
+    """Reads a --raw file back: results[(program, case, threads)] = [median per run], case order."""
+    results, order, label = {}, [], None
+    for line in open(path):
+        if line.startswith("# program="):
+            label = line.split()[1].split("=", 1)[1]
+        match = LINE.match(line)
+        if match and label:
+            results.setdefault((label, match.group(1), int(match.group(2))), []).append(float(match.group(3)))
+            if match.group(1) not in order:
+                order.append(match.group(1))
+    return results, order
+
+
+def command_output(command):
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def machine(build, torch_program):
+    """CPU, cores, compiler, libtorch version and the BLAS libtorch will load."""
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    flags = open("/proc/cpuinfo").read()
+    isa = "AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "SSE")
+    compiler = "unknown"
+    cache = os.path.join(build, "CMakeCache.txt")
+    if os.path.exists(cache):
+        for line in open(cache):
+            if line.startswith("CMAKE_CXX_COMPILER:"):
+                compiler = command_output([line.split("=", 1)[1].strip(), "--version"]).splitlines()[0]
+    info = {
+        "cpu": "%s (%s), %d cores, %s" % (cpu, isa, os.cpu_count(), platform.platform()),
+        "compiler": compiler,
+        "libtorch": command_output(["dpkg-query", "-W", "-f=${Version}", "libtorch-dev"]) or "not installed",
+        "blas": "n/a",
+    }
+    if torch_program:
+        for line in command_output(["ldd", torch_program]).splitlines():
+            if line.strip().startswith("libblas.so.3"):
+                path = line.split("=>")[1].split("(")[0].strip()
+                info["blas"] = "libblas.so.3 -> %s" % os.path.realpath(path)
+        if "openblas" not in info["blas"]:
+            print("warning: libtorch's BLAS is not OpenBLAS (%s): apt-get install libopenblas0-openmp" % info["blas"],
+                  file=sys.stderr)
+    return info
+
+
+def numel(shape):
+    n = 1
+    for size in shape.split("x"):
+        n *= int(size)
+    return n
+
+
+def gflops(case, ms):
+    """Training step: 2·B·IN·H for the forward matmul + 2·B·IN·H for the weight gradient. The input
+    gradient (another 2·B·IN·H) is not counted: x is data, neither library computes it."""
+    b, i, h = (int(s) for s in case.split("/")[1].split("x"))
+    return 4.0 * b * i * h / (ms * 1e-3) / 1e9
+
+
+def gbps(case, ms):
+    """LayerNorm: 8 B per element forward (read x, write y), 20 forward+backward (+ read dy and x,
+    write dx); memcpy 8 B; STREAM copy 8 B and triad 12 B per element (no write-allocate)."""
+    family, shape = case.split("/")
+    per_element = {"layer_norm_fwd": 8, "layer_norm_fwd_bwd": 20, "copy": 8, "stream_copy": 8, "stream_triad": 12}
+    if family not in per_element:
+        return None
+    return per_element[family] * numel(shape) / (ms * 1e-3) / 1e9
+
+
+def fmt(value, digits=3):
+    """`digits` significant digits in fixed notation: 0.00123, 12.3, 1234."""
+    if value is None:
+        return ""
+    if value == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return "%.*f" % (decimals, value)
+
+
+def main():
+    args = parse_args()
+    bench_dir = os.path.join(args.build, "bench")
+    tg_program = os.path.join(bench_dir, "tg_bench")
+    torch_program = os.path.join(bench_dir, "tg_bench_torch")
+    if not os.access(tg_program, os.X_OK) and not args.from_raw:
+        sys.exit("%s not found: cmake --build %s --target tg_bench tg_bench_torch" % (tg_program, args.build))
+    if not os.access(torch_program, os.X_OK) and not args.from_raw:
+        print("note: %s not built (no libtorch): tapegrad only" % torch_program, file=sys.stderr)
+        torch_program = None
+    info = machine(args.build, torch_program)
+
+    env = base_environment()
+    programs = [("tapegrad", tg_program, env)]
+    if torch_program:
+        programs += [("torch:" + v, torch_program, dict(env, **TORCH_VARIANTS[v])) for v in args.variants]
+
+    # results[(program, case, threads)] = [median of round 1, median of round 2, ...]
+    results = {}
+    order = []  # cases in the programs' output order
+    start = time.time()
+    if args.from_raw:
+        results, order = load_raw(args.from_raw)
+        args.rounds = max(len(v) for v in results.values())
+        args.variants = [v for v in args.variants if any(k[0] == "torch:" + v for k in results)]
+    for round_index in range(0 if args.from_raw else args.rounds):
+        # Alternate the order every round (A B C D, then D C B A) so that no program always runs
+        # right after the same neighbour or at the same point of a slow drift.
+        sequence = programs if round_index % 2 == 0 else programs[::-1]
+        for threads in args.threads:
+            for label, program, program_env in sequence:
+                for case, t, ms in run(label, program, threads, args, program_env):
+                    results.setdefault((label, case, t), []).append(ms)
+                    if case not in order:
+                        order.append(case)
+        print("round %d/%d done (%.0f s)" % (round_index + 1, args.rounds, time.time() - start), file=sys.stderr)
+
+    def median(label, case, threads):
+        values = results.get((label, case, threads))
+        return statistics.median(values) if values else None
+
+    def torch_best(case, threads):
+        best = None
+        for variant in args.variants:
+            ms = median("torch:" + variant, case, threads)
+            if ms is not None and (best is None or ms < best[0]):
+                best = (ms, variant)
+        return best
+
+    triad = {t: gbps("stream_triad/%d" % STREAM_ELEMENTS, median("tapegrad", "stream_triad/%d" % STREAM_ELEMENTS, t))
+             for t in args.threads if median("tapegrad", "stream_triad/%d" % STREAM_ELEMENTS, t)}
+
+    when = os.path.getmtime(args.from_raw) if args.from_raw else time.time()
+    print("# tapegrad vs libtorch — %s" % time.strftime("%Y-%m-%d %H:%M", time.localtime(when)))
+    print()
+    print("- Machine: %s" % info["cpu"])
+    print("- Compiler: %s" % info["compiler"])
+    print("- libtorch: %s (Debian), BLAS: %s" % (info["libtorch"], info["blas"]))
+    command = "python3 bench/run.py --build %s" % args.build
+    command += " --quick" if args.quick else (" --rounds %d" % args.rounds if args.rounds != 5 else "")
+    print("- Command: `%s` — %d rounds, min-time %g s per case per run, medians across rounds; "
+          "libtorch at its best of: %s" % (command, args.rounds, args.min_time, ", ".join(args.variants)))
+    print()
+    print("| case | thr | tapegrad ms | libtorch ms | torch/tg | tg GB/s | % triad | tg GFLOP/s | torch GFLOP/s "
+          "| target | met | libtorch best env |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    verdicts = []
+    for case in order:
+        family, shape = case.split("/")
+        for threads in args.threads:
+            tg_ms = median("tapegrad", case, threads)
+            if tg_ms is None:
+                continue
+            best = torch_best(case, threads)
+            torch_ms, variant = best if best else (None, "")
+            ratio = torch_ms / tg_ms if torch_ms else None
+            bandwidth = gbps(case, tg_ms)
+            fraction = 100.0 * bandwidth / triad[threads] if bandwidth and threads in triad else None
+            tg_flops = gflops(case, tg_ms) if family == "train_step" else None
+            torch_flops = gflops(case, torch_ms) if family == "train_step" and torch_ms else None
+            target, met = "", ""
+            if family == "layer_norm_fwd_bwd" and shape in LAYER_NORM_SPEEDUP and ratio:
+                target, met = "≥ %gx torch" % LAYER_NORM_SPEEDUP[shape], ratio >= LAYER_NORM_SPEEDUP[shape]
+            elif family == "train_step" and shape in TRAIN_SPEEDUP and ratio:
+                target, met = "≥ %gx torch" % TRAIN_SPEEDUP[shape], ratio >= TRAIN_SPEEDUP[shape]
+            elif family == "layer_norm_fwd" and shape in LARGE_LAYER_NORM:
+                copy_ms = median("tapegrad", "copy/" + shape, threads)
+                if copy_ms:
+                    target, met = "≤ %gx copy (is %.2fx)" % (FORWARD_VS_COPY, tg_ms / copy_ms), \
+                        tg_ms <= FORWARD_VS_COPY * copy_ms
+            if target:
+                verdicts.append(met)
+            print("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                case, threads, fmt(tg_ms, 4), fmt(torch_ms, 4), fmt(ratio), fmt(bandwidth), fmt(fraction),
+                fmt(tg_flops), fmt(torch_flops), target, "" if target == "" else ("yes" if met else "**no**"),
+                variant))
+
+    if len(args.threads) >= 2:
+        one, two = args.threads[0], args.threads[1]
+        print()
+        print("Thread scaling of tapegrad (%d → %d threads): ≥ %gx on the compute-bound steps; "
+              "tiny shapes not slower (within %d%%)." % (one, two, THREAD_SPEEDUP,
+                                                         round(100 * (NOT_SLOWER_TOLERANCE - 1))))
+        print()
+        print("| case | %d thr ms | %d thr ms | speed-up | target | met |" % (one, two))
+        print("|---|---|---|---|---|---|")
+        for case in COMPUTE_BOUND + TINY:
+            t1, t2 = median("tapegrad", case, one), median("tapegrad", case, two)
+            if t1 is None or t2 is None:
+                continue
+            if case in COMPUTE_BOUND:
+                target, met = "≥ %gx" % THREAD_SPEEDUP, t1 / t2 >= THREAD_SPEEDUP
+            else:
+                target, met = "not slower", t2 <= NOT_SLOWER_TOLERANCE * t1
+            verdicts.append(met)
+            print("| %s | %s | %s | %s | %s | %s |" % (case, fmt(t1, 4), fmt(t2, 4), fmt(t1 / t2), target,
+                                                       "yes" if met else "**no**"))
+    if triad:
+        print()
+        print("STREAM (tg_bench, %d Mi floats per array): " % (STREAM_ELEMENTS >> 20) + "; ".join(
+            "%d thr: copy %s GB/s, triad %s GB/s" % (
+                t, fmt(gbps("stream_copy/%d" % STREAM_ELEMENTS, median("tapegrad", "stream_copy/%d" % STREAM_ELEMENTS, t))),
+                fmt(triad[t])) for t in sorted(triad)))
+    print()
+    print("Targets met: %d of %d." % (sum(1 for v in verdicts if v), len(verdicts)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+// tg_bench — tapegrad's side of the benchmark: LayerNorm, training steps, the per-op overhead of a
+// tiny graph, plus the references that say what "fast" means on this machine: a memcpy of each
+// LayerNorm input (the memory-bound limit of its forward) and STREAM copy and triad.
+//
+//   ./build/bench/tg_bench --threads 2 --filter layer_norm --min-time 1
+//
+// The case list, the flags and the output format live in harness.hpp, shared with tg_bench_torch.
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <tapegrad/tapegrad.hpp>
+#include <vector>
+
+#include "harness.hpp"
+
+namespace {
+
+namespace nn = tg::nn;
+
+bool all_finite(const tg::Tensor& t) {
+  if (!t.defined()) return false;
+  const float* data = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(data[i])) return false;
+  return true;
+}
+
+bool all_finite(const std::vector<tg::Tensor>& tensors) {
+  for (const tg::Tensor& t : tensors)
+    if (!all_finite(t)) return false;
+  return true;
+}
+
+// y = LayerNorm({N})(x) with x: [M, N], under NoGradGuard: the kernel alone, no tape node.
+bench::Runner layer_norm_forward(bench::LayerNormShape shape) {
+  struct State {
+    nn::LayerNorm ln;
+    tg::Tensor x, y;
+  };
+  auto s = std::make_shared<State>(State{nn::LayerNorm({shape.cols}), tg::randn({shape.rows, shape.cols}), {}});
+  return {[s] {
+            tg::NoGradGuard no_grad;
+            s->y = tg::Tensor();  // free the previous result first, as a training loop would
+            s->y = s->ln(s->x);
+          },
+          [s] { return all_finite(s->y); }};
+}
+
+// y = LayerNorm({N})(x), then y.backward(dy) with a fixed random dy: dx, dγ and dβ. Gradients are
+// reset to undefined after each iteration (set_to_none), so every iteration writes them afresh.
+bench::Runner layer_norm_forward_backward(bench::LayerNormShape shape) {
+  struct State {
+    nn::LayerNorm ln;
+    tg::Tensor x, dy;
+    std::vector<tg::Tensor> gradients;  // dx, dγ, dβ of the last iteration
+  };
+  auto s = std::make_shared<State>(State{nn::LayerNorm({shape.cols}), tg::randn({shape.rows, shape.cols}),
+                                         tg::randn({shape.rows, shape.cols}), {}});
+  s->x.requires_grad_();
+  return {[s] {
+            s->x.set_grad({});
+            s->ln.zero_grad();
+            s->ln(s->x).backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad(), s->ln.weight.grad(), s->ln.bias.grad()}); }};
+}
+
+// dst = src with memcpy, in equal contiguous parts over the threads: the memory-bound limit of a
+// LayerNorm forward (which also reads M·N floats and writes M·N floats). dst is allocated once.
+void parallel_copy(float* dst, const float* src, int64_t n) {
+  constexpr int64_t kSerialBelow = int64_t{1} << 18;  // 1 MiB: a thread hand-off costs more than it saves
+  if (n < kSerialBelow) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, n, 4096),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        std::memcpy(dst + r.begin(), src + r.begin(), static_cast<size_t>(r.size()) * sizeof(float));
+      },
+      tbb::static_partitioner());
+}
+
+bench::Runner copy(bench::LayerNormShape shape) {
+  struct State {
+    tg::Tensor x, y;
+  };
+  auto s = std::make_shared<State>(State{tg::randn({shape.rows, shape.cols}), tg::empty({shape.rows, shape.cols})});
+  return {[s] { parallel_copy(s->y.mutable_data<float>(), s->x.data<float>(), s->x.numel()); },
+          [s] { return all_finite(s->y); }};
+}
+
+// One training step: forward, MSE against a fixed target, backward, SGD(lr=0.1).step(), zero_grad().
+bench::Runner train_step(bench::TrainShape shape) {
+  struct State {
+    nn::Sequential model;
+    tg::optim::SGD optimizer;
+    tg::Tensor x, target, loss;
+    explicit State(bench::TrainShape s)
+        : model(nn::Linear(s.in, s.hidden), nn::ReLU(), nn::LayerNorm({s.hidden})),
+          optimizer(model.parameters(), {.lr = 0.1}),
+          x(tg::randn({s.batch, s.in})),
+          target(tg::randn({s.batch, s.hidden})) {}
+  };
+  tg::manual_seed(0);
+  auto s = std::make_shared<State>(shape);
+  return {[s] {
+            s->loss = nn::mse_loss(s->model(s->x), s->target);
+            s->loss.backward();
+            s->optimizer.step();
+            s->optimizer.zero_grad();
+          },
+          [s] { return all_finite(s->loss) && all_finite(s->model.parameters()); }};
+}
+
+// ((a*b)+c).sum().backward() on n-element tensors: four tape nodes, so this is per-op overhead.
+// The gradients of a, b and c accumulate over the iterations, as they would in user code.
+bench::Runner tiny_graph(int64_t n) {
+  struct State {
+    tg::Tensor a, b, c;
+  };
+  auto s = std::make_shared<State>(State{tg::randn({n}), tg::randn({n}), tg::randn({n})});
+  for (tg::Tensor* t : {&s->a, &s->b, &s->c}) t->requires_grad_();
+  return {[s] { ((s->a * s->b) + s->c).sum().backward(); },
+          [s] { return all_finite({s->a.grad(), s->b.grad(), s->c.grad()}); }};
+}
+
+// STREAM-style kernels over arrays far larger than the L3, split in equal parts over the threads.
+// Plain loops that GCC vectorises; bytes counted as STREAM does (copy 8 B, triad 12 B per
+// element: the write-allocate read of the destination is not counted).
+template <typename Kernel>
+void stream_for(int64_t n, const Kernel& kernel) {
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, n, 4096),
+      [&](const tbb::blocked_range<int64_t>& r) { kernel(r.begin(), r.end()); }, tbb::static_partitioner());
+}
+
+struct StreamArrays {
+  std::vector<float> a, b, c;
+  explicit StreamArrays(int64_t n) : a(n, 0.0f), b(n, 1.0f), c(n, 2.0f) {}  // first touch: every page mapped
+  bool finite() const { return std::isfinite(a.front()) && std::isfinite(a.back()); }
+};
+
+bench::Runner stream_copy(int64_t n) {
+  auto s = std::make_shared<StreamArrays>(n);
+  return {[s, n] {
+            float* __restrict a = s->a.data();
+            const float* __restrict b = s->b.data();
+            stream_for(n, [=](int64_t i0, int64_t i1) {
+              for (int64_t i = i0; i < i1; ++i) a[i] = b[i];  // a = b
+            });
+          },
+          [s] { return s->finite(); }};
+}
+
+bench::Runner stream_triad(int64_t n) {
+  auto s = std::make_shared<StreamArrays>(n);
+  return {[s, n] {
+            float* __restrict a = s->a.data();
+            const float* __restrict b = s->b.data();
+            const float* __restrict c = s->c.data();
+            stream_for(n, [=](int64_t i0, int64_t i1) {
+              for (int64_t i = i0; i < i1; ++i) a[i] = b[i] + 3.0f * c[i];  // a = b + s·c
+            });
+          },
+          [s] { return s->finite(); }};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tg::manual_seed(0);
+  const bench::Backend backend{
+      .set_num_threads = [](int n) { tg::set_num_threads(n); },
+      .layer_norm_forward = layer_norm_forward,
+      .layer_norm_forward_backward = layer_norm_forward_backward,
+      .copy = copy,
+      .train_step = train_step,
+      .tiny_graph = tiny_graph,
+      .stream_copy = stream_copy,
+      .stream_triad = stream_triad,
+  };
+  return bench::run_main(argc, argv, backend);
+}

@@ -1,0 +1,111 @@
+// tg_bench_torch — the same cases as tg_bench, written the way a libtorch user would write them,
+// for bench/run.py to compare against (it also sets libtorch's best environment: see run.py).
+//
+// Like tg_bench: forward under NoGradGuard, gradients reset to undefined (set_to_none) after each
+// iteration. libtorch 1.13's Optimizer::zero_grad() zeroes gradients in place instead, which costs
+// a memset and makes the next backward accumulate; set_to_none (PyTorch 2's default) is faster,
+// so that is what this program does, to give libtorch its best chance.
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "harness.hpp"
+
+namespace {
+
+bool all_finite(const std::vector<torch::Tensor>& tensors) {
+  for (const torch::Tensor& t : tensors)
+    if (!t.defined() || !torch::isfinite(t).all().item<bool>()) return false;
+  return true;
+}
+
+void reset_grads(const std::vector<torch::Tensor>& tensors) {
+  for (torch::Tensor t : tensors) t.mutable_grad().reset();
+}
+
+torch::nn::LayerNorm make_layer_norm(int64_t cols) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({cols}).eps(1e-5));
+}
+
+bench::Runner layer_norm_forward(bench::LayerNormShape shape) {
+  struct State {
+    torch::nn::LayerNorm ln;
+    torch::Tensor x, y;
+  };
+  auto s = std::make_shared<State>(State{make_layer_norm(shape.cols), torch::randn({shape.rows, shape.cols}), {}});
+  return {[s] {
+            torch::NoGradGuard no_grad;
+            s->y = torch::Tensor();
+            s->y = s->ln(s->x);
+          },
+          [s] { return all_finite({s->y}); }};
+}
+
+bench::Runner layer_norm_forward_backward(bench::LayerNormShape shape) {
+  struct State {
+    torch::nn::LayerNorm ln;
+    torch::Tensor x, dy;
+  };
+  auto s = std::make_shared<State>(State{make_layer_norm(shape.cols), torch::randn({shape.rows, shape.cols}),
+                                         torch::randn({shape.rows, shape.cols})});
+  s->x.requires_grad_();
+  return {[s] {
+            reset_grads({s->x, s->ln->weight, s->ln->bias});
+            s->ln(s->x).backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad(), s->ln->weight.grad(), s->ln->bias.grad()}); }};
+}
+
+bench::Runner train_step(bench::TrainShape shape) {
+  struct State {
+    torch::nn::Sequential model;
+    torch::optim::SGD optimizer;
+    torch::Tensor x, target, loss;
+    explicit State(bench::TrainShape s)
+        : model(torch::nn::Linear(s.in, s.hidden), torch::nn::ReLU(), make_layer_norm(s.hidden)),
+          optimizer(model->parameters(), torch::optim::SGDOptions(0.1)),
+          x(torch::randn({s.batch, s.in})),
+          target(torch::randn({s.batch, s.hidden})) {}
+  };
+  torch::manual_seed(0);
+  auto s = std::make_shared<State>(shape);
+  return {[s] {
+            s->loss = torch::mse_loss(s->model->forward(s->x), s->target);
+            s->loss.backward();
+            s->optimizer.step();
+            reset_grads(s->model->parameters());  // zero_grad(set_to_none=True)
+          },
+          [s] {
+            std::vector<torch::Tensor> outputs = s->model->parameters();
+            outputs.push_back(s->loss);
+            return all_finite(outputs);
+          }};
+}
+
+bench::Runner tiny_graph(int64_t n) {
+  struct State {
+    torch::Tensor a, b, c;
+  };
+  auto s = std::make_shared<State>(State{torch::randn({n}).requires_grad_(), torch::randn({n}).requires_grad_(),
+                                         torch::randn({n}).requires_grad_()});
+  return {[s] { ((s->a * s->b) + s->c).sum().backward(); },
+          [s] { return all_finite({s->a.grad(), s->b.grad(), s->c.grad()}); }};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  torch::manual_seed(0);
+  const bench::Backend backend{
+      .set_num_threads = [](int n) { torch::set_num_threads(n); },
+      .layer_norm_forward = layer_norm_forward,
+      .layer_norm_forward_backward = layer_norm_forward_backward,
+      .copy = {},
+      .train_step = train_step,
+      .tiny_graph = tiny_graph,
+      .stream_copy = {},  // the memcpy and STREAM references are measured by tg_bench only
+      .stream_triad = {},
+  };
+  return bench::run_main(argc, argv, backend);
+}
