@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -112,4 +114,16 @@ TEST_CASE("load_npy reports truncated, corrupted and missing files", "[io][npy][
   SECTION("missing file") {
     REQUIRE_THROWS_WITH(tg::load_npy(scratch_path("does_not_exist.npy")), Catch::Contains("cannot open"));
   }
+}
+
+TEST_CASE("save_npy creates files with the permissions of any new file, not mkstemp's 0600", "[io][npy]") {
+  const std::string plain = scratch_path("plain_file.bin"), saved = scratch_path("saved.npy");
+  std::remove(plain.c_str());
+  std::remove(saved.c_str());
+  std::ofstream(plain) << "x";
+  tg::save_npy(tg::ones({2}), saved);
+  struct stat plain_stat{}, saved_stat{};
+  REQUIRE(::stat(plain.c_str(), &plain_stat) == 0);
+  REQUIRE(::stat(saved.c_str(), &saved_stat) == 0);
+  REQUIRE((saved_stat.st_mode & 0777) == (plain_stat.st_mode & 0777));
 }

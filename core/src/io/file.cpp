@@ -1,12 +1,14 @@
 #include "io/file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "tapegrad/error.hpp"
 
@@ -39,12 +41,23 @@ struct TemporaryFile {
   }
 };
 
+// The permissions a plainly created file would get: 0666 minus the process umask. mkstemp makes
+// its file 0600, which would turn every saved checkpoint private. The umask is read from
+// /proc (umask() itself can only be read by changing it, which would race with other threads).
+mode_t new_file_mode() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Umask:", 0) == 0) return static_cast<mode_t>(0666 & ~std::stoul(line.substr(6), nullptr, 8));
+  return 0644;
+}
+
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& bytes, const char* op) {
   TemporaryFile temp{path + ".tmp-XXXXXX"};
   temp.fd = ::mkstemp(temp.path.data());
   check(temp.fd >= 0, op, "cannot create a temporary file next to '", path, "': ", std::strerror(errno));
+  ::fchmod(temp.fd, new_file_mode());
   for (size_t written = 0; written < bytes.size();) {
     const ssize_t n = ::write(temp.fd, bytes.data() + written, bytes.size() - written);
     if (n < 0 && errno == EINTR) continue;
