@@ -9,110 +9,209 @@
 #include "tapegrad/nn/layer_norm.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
+#include <tuple>
 
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
+#include "layer_norm_kernels.hpp"
 #include "row_chunks.hpp"
 #include "tapegrad/nn/functional.hpp"
+
+// The kernels' lambdas return SIMD vectors (see layer_norm_kernels.hpp on -Wpsabi).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace tg::nn {
 
 namespace {
 
 using detail::for_each_chunk;
-using detail::lane_sum;
+using detail::for_each_lane;
+using detail::lane_sums;
 using detail::row_chunks;
 using detail::RowChunks;
 
-// x: [M, N] rows of N normalised elements; gamma, beta: [N] -> y: [M, N]; mean, rstd: [M].
+// x_row: [N], N ≥ 1 -> {μ − x₀, σ²} of the row, x₀ = x_row[0].
 //
-// Mean and variance are accumulated in double, in two passes over the row (Σx, then Σ(x − μ)²),
-// even for float32 input. Why two passes and not Welford or E[x²] − E[x]²: subtracting μ before
-// squaring avoids the catastrophic cancellation of E[x²] − E[x]² on rows with a large offset
-// (x = 1e4 + N(0,1) would lose every digit of σ² in float32); double accumulators keep long rows
-// (65,536 elements) exact to ~1e-12 relative, with no compensated summation; and unlike Welford
-// (a division and a serial dependency per element) both passes are plain sums that vectorise.
-// The second read of the row is cheap: it is still in L1/L2. y is computed in double from the
-// double μ too, since rounding μ to float32 would shift x − μ by up to half an ulp of the offset.
-// mean and rstd are saved in double for the same reason: backward rebuilds x̂ from them.
+// One pass, shifted by the row's first element: with d = x − x₀ (exact when x and x₀ are within
+// a factor 2, as in rows with a large offset), μ − x₀ = Σd/N and σ² = Σd²/N − (Σd/N)². The
+// cancellation of the textbook E[x²] − E[x]² comes from the offset, which the shift removes: it
+// is left with x₀'s distance from μ, a few σ, so σ² keeps all but a few bits (x = 1e4 + N(0,1)
+// keeps ≲1e-6 relative, where the unshifted formula in float32 would keep none). Unlike Welford
+// (a division and a serial dependency per element) Σd and Σd² are plain sums that vectorise, and
+// unlike two passes (Σx, then Σ(x − μ)²) the row is read once. The sums run in T lanes (16 for
+// float) for blocks of at most a few hundred elements and add up in double (lane_sums), so rows
+// of 65,536 elements stay within ~1e-6 too.
 template <typename T>
-void layer_norm_forward(const T* x, const T* gamma, const T* beta, T* y, double* mean, double* rstd, int64_t M,
-                        int64_t N, double eps) {
+std::pair<double, double> row_moments(const T* x_row, int64_t N) {
+  const T x0 = x_row[0];
+  const auto [sum_d, sum_d2] = lane_sums<T>(N, [=](auto at) {
+    const auto d = at(x_row) - x0;  // d = x − x₀
+    return std::pair{d, d * d};
+  });
   const double inv_n = 1.0 / static_cast<double>(N);
+  const double mean_d = sum_d * inv_n;                                                // μ − x₀
+  return {mean_d, std::max(sum_d2 * inv_n - mean_d * mean_d, 0.0)};  // σ² = E[d²] − E[d]²
+}
+
+// Rows normalised together: their statistics first, then their rstd in one loop (so the latency
+// of √ and ÷ overlaps across rows instead of stalling each short row), then y. Up to
+// kStatsBlockElements elements (16 KiB of float32), so the block is still in L1 for y.
+inline constexpr int64_t kStatsBlockRows = 16;
+inline constexpr int64_t kStatsBlockElements = 4096;
+
+// x: [M, N] rows of N normalised elements; gamma, beta: [N] -> y: [M, N];
+// stats: [M, 2] (rstd, shift) per row, saved for backward, or null when there is no backward.
+//
+// x̂ is computed as (x − x₀)·rstd + shift, shift = −(μ − x₀)·rstd, not as (x − μ)·rstd: rounding
+// μ to float32 would move x − μ by up to half an ulp of the offset (5e-4 at 1e4), while x − x₀ is
+// exact and the shift is small. rstd and shift are saved in T; backward rebuilds x̂ from them and
+// x₀ = x_row[0], bitwise as forward did.
+template <typename T>
+void layer_norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* stats, int64_t M, int64_t N,
+                        double eps) {
+  if (N == 0) return;
+  const int64_t block_rows = std::clamp<int64_t>(kStatsBlockElements / N, 1, kStatsBlockRows);
   for_each_chunk(row_chunks(M, N), M, [&](int64_t, int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      const T* x_row = x + m * N;
-      T* y_row = y + m * N;
-      const double mu = lane_sum(N, [&](int64_t i) { return static_cast<double>(x_row[i]); }) * inv_n;
-      const double var = lane_sum(N, [&](int64_t i) {
-                           const double centred = static_cast<double>(x_row[i]) - mu;
-                           return centred * centred;
-                         }) * inv_n;
-      const double r = 1.0 / std::sqrt(var + eps);
-      // y = (x − μ)·rstd·γ + β
-      for (int64_t i = 0; i < N; ++i)
-        y_row[i] = static_cast<T>((static_cast<double>(x_row[i]) - mu) * r * static_cast<double>(gamma[i]) +
-                                  static_cast<double>(beta[i]));
-      mean[m] = mu;
-      rstd[m] = r;
+    for (int64_t b0 = m0; b0 < m1; b0 += block_rows) {
+      const int64_t rows = std::min(block_rows, m1 - b0);
+      double mean_d[kStatsBlockRows], var[kStatsBlockRows];
+      for (int64_t r = 0; r < rows; ++r) std::tie(mean_d[r], var[r]) = row_moments(x + (b0 + r) * N, N);
+      T rstd[kStatsBlockRows], shift[kStatsBlockRows];
+      for (int64_t r = 0; r < rows; ++r) {
+        const double row_rstd = 1.0 / std::sqrt(var[r] + eps);  // rstd = 1/√(σ² + ε)
+        rstd[r] = static_cast<T>(row_rstd);
+        shift[r] = static_cast<T>(-mean_d[r] * row_rstd);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* x_row = x + (b0 + r) * N;
+        T* y_row = y + (b0 + r) * N;
+        const T x0 = x_row[0], a = rstd[r], c = shift[r];
+        for_each_lane<T>(N, [=](auto at) {
+          const auto x_hat = (at(x_row) - x0) * a + c;    // x̂ = (x − μ)·rstd
+          at.store(y_row, x_hat * at(gamma) + at(beta));  // y = x̂·γ + β
+        });
+        if (stats) {
+          stats[2 * (b0 + r)] = a;
+          stats[2 * (b0 + r) + 1] = c;
+        }
+      }
     }
   });
 }
 
-// dy, x: [M, N]; gamma: [N]; mean, rstd: [M] -> dx: [M, N]; dgamma, dbeta: [N].
-//
-// Each row is read in two passes while it is in cache: the two row means, then dx together with
-// this row's dγ/dβ terms. Those are added into the partial slot of the row's chunk (chunks depend
-// only on M and N), and the slots are summed in chunk order at the end: dγ and dβ are bitwise
-// identical for any number of threads.
-template <typename T>
-void layer_norm_backward(const T* dy, const T* x, const T* gamma, const double* mean, const double* rstd, T* dx,
-                         T* dgamma, T* dbeta, int64_t M, int64_t N) {
+// A buffer of n U that lives on the stack when n ≤ Inline: tiny shapes allocate nothing.
+template <typename U, int64_t Inline>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) {
+    if (n > Inline) heap_ = std::make_unique_for_overwrite<U[]>(static_cast<size_t>(n));
+  }
+  U* data() { return heap_ ? heap_.get() : inline_; }
+
+ private:
+  U inline_[Inline];
+  std::unique_ptr<U[]> heap_;
+};
+
+// dγ/dβ of kRowBlock rows are summed in T, then added into the chunk's double partial sums: no
+// T sum spans more than kRowBlock terms, however many rows a chunk has.
+inline constexpr int64_t kRowBlock = 64;
+// Backward chunks hold at least this many elements (16+ rows of 4096), so that for wide rows the
+// per-chunk partial sums (2N doubles each) stay a small fraction of the traffic.
+inline constexpr int64_t kBackwardMinChunkElements = 65536;
+// The final chunk-order reduction walks columns in blocks of this many, contiguously.
+inline constexpr int64_t kColumnBlock = 512;
+
+// Rows m .. m + R − 1 of the backward (R = 1 or 2): dx, and their dγ/dβ terms added into
+// block_sums: [2N] (dγ then dβ). Two rows share one read-modify-write of block_sums.
+template <int64_t R, typename T>
+void backward_rows(const T* dy, const T* x, const T* gamma, const T* stats, T* dx, T* block_sums, int64_t m,
+                   int64_t N) {
+  struct Row {
+    const T* dy;
+    const T* x;
+    T* dx;
+    T x0, rstd, shift, c0, c1;
+  };
   const double inv_n = 1.0 / static_cast<double>(N);
-  const RowChunks chunks = row_chunks(M, N);
-  // partial[chunk]: N sums of dy·x̂ then N sums of dy, written only by that chunk's task.
-  const auto partial = std::make_unique_for_overwrite<double[]>(static_cast<size_t>(chunks.count * 2 * N));
+  std::array<Row, R> rows;
+  for (int64_t k = 0; k < R; ++k) {
+    Row& row = rows[k];
+    row.dy = dy + (m + k) * N;
+    row.x = x + (m + k) * N;
+    row.dx = dx + (m + k) * N;
+    row.x0 = row.x[0];
+    row.rstd = stats[2 * (m + k)];
+    row.shift = stats[2 * (m + k) + 1];
+    // Σg and Σg·x̂, g = dy·γ
+    const auto [sum_g, sum_gx] = lane_sums<T>(N, [=](auto at) {
+      const auto g = at(row.dy) * at(gamma);
+      const auto x_hat = (at(row.x) - row.x0) * row.rstd + row.shift;
+      return std::pair{g, g * x_hat};
+    });
+    // dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) = g·rstd + x̂·c1 + c0
+    row.c0 = static_cast<T>(-static_cast<double>(row.rstd) * sum_g * inv_n);
+    row.c1 = static_cast<T>(-static_cast<double>(row.rstd) * sum_gx * inv_n);
+  }
+  T* dgamma_sums = block_sums;
+  T* dbeta_sums = block_sums + N;
+  for_each_lane<T>(N, [=](auto at) {
+    auto dgamma_sum = at(dgamma_sums), dbeta_sum = at(dbeta_sums);
+    for (const Row& row : rows) {
+      const auto d = at(row.dy);
+      const auto x_hat = (at(row.x) - row.x0) * row.rstd + row.shift;
+      at.store(row.dx, d * at(gamma) * row.rstd + (x_hat * row.c1 + row.c0));
+      dgamma_sum += d * x_hat;  // dγ += dy·x̂
+      dbeta_sum += d;           // dβ += dy
+    }
+    at.store(dgamma_sums, dgamma_sum);
+    at.store(dbeta_sums, dbeta_sum);
+  });
+}
+
+// dy, x: [M, N]; gamma: [N]; stats: [M, 2] from forward -> dx: [M, N]; dgamma, dbeta: [N].
+//
+// Per row, two passes while the row is in L1: Σg and Σg·x̂ (g = dy·γ, x̂ rebuilt from the saved
+// stats), then dx together with the row's dγ/dβ terms, two rows at a time, which go into a T
+// buffer for the current block of rows. Each block is added into the double partial slot of the
+// row's chunk (chunks depend only on M and N), and the slots are summed in chunk order at the
+// end: dγ and dβ are bitwise identical for any number of threads.
+template <typename T>
+void layer_norm_backward(const T* dy, const T* x, const T* gamma, const T* stats, T* dx, T* dgamma, T* dbeta,
+                         int64_t M, int64_t N) {
+  if (N == 0) return;  // dγ and dβ are empty
+  const RowChunks chunks = row_chunks(M, N, kBackwardMinChunkElements);
+  // partial: [chunks, 2N], per chunk N sums of dy·x̂ then N sums of dy, written only by that chunk.
+  Scratch<double, 64> partial(chunks.count * 2 * N);
   for_each_chunk(chunks, M, [&](int64_t chunk, int64_t m0, int64_t m1) {
-    double* dgamma_sum = partial.get() + chunk * 2 * N;
-    double* dbeta_sum = dgamma_sum + N;
-    std::fill(dgamma_sum, dgamma_sum + 2 * N, 0.0);
-    for (int64_t m = m0; m < m1; ++m) {
-      const T* dy_row = dy + m * N;
-      const T* x_row = x + m * N;
-      T* dx_row = dx + m * N;
-      const double mu = mean[m], r = rstd[m];
-      // mean(g) and mean(g·x̂), g = dy·γ
-      const double mean_g = lane_sum(N, [&](int64_t i) {
-                              return static_cast<double>(dy_row[i]) * static_cast<double>(gamma[i]);
-                            }) * inv_n;
-      const double mean_gx = lane_sum(N, [&](int64_t i) {
-                               return static_cast<double>(dy_row[i]) * static_cast<double>(gamma[i]) *
-                                      ((static_cast<double>(x_row[i]) - mu) * r);
-                             }) * inv_n;
-      for (int64_t i = 0; i < N; ++i) {
-        const double d = static_cast<double>(dy_row[i]);
-        const double x_hat = (static_cast<double>(x_row[i]) - mu) * r;
-        dx_row[i] = static_cast<T>(r * (d * static_cast<double>(gamma[i]) - mean_g - x_hat * mean_gx));
-        dgamma_sum[i] += d * x_hat;  // dγ = Σ_rows dy·x̂
-        dbeta_sum[i] += d;           // dβ = Σ_rows dy
-      }
+    double* chunk_sums = partial.data() + chunk * 2 * N;
+    Scratch<T, 64> block(2 * N);  // [2N]: dγ then dβ terms of the current row block
+    T* block_sums = block.data();
+    for (int64_t b0 = m0; b0 < m1; b0 += kRowBlock) {
+      const int64_t b1 = std::min(m1, b0 + kRowBlock);
+      std::fill(block_sums, block_sums + 2 * N, T(0));
+      int64_t m = b0;
+      for (; m + 2 <= b1; m += 2) backward_rows<2>(dy, x, gamma, stats, dx, block_sums, m, N);
+      if (m < b1) backward_rows<1>(dy, x, gamma, stats, dx, block_sums, m, N);
+      // The chunk's first block initialises its slot, later ones add to it.
+      for (int64_t j = 0; j < 2 * N; ++j)
+        chunk_sums[j] = (b0 == m0 ? 0.0 : chunk_sums[j]) + static_cast<double>(block_sums[j]);
     }
   });
-  // Chunk order, per column; columns are independent, so they may run in parallel.
-  tg::detail::parallel_for(N, tg::detail::kElementwiseGrain / std::max<int64_t>(chunks.count, 1),
-                           [&](int64_t i0, int64_t i1) {
-                             for (int64_t i = i0; i < i1; ++i) {
-                               double dgamma_total = 0.0, dbeta_total = 0.0;
-                               for (int64_t chunk = 0; chunk < chunks.count; ++chunk) {
-                                 dgamma_total += partial[chunk * 2 * N + i];
-                                 dbeta_total += partial[chunk * 2 * N + N + i];
-                               }
-                               dgamma[i] = static_cast<T>(dgamma_total);
-                               dbeta[i] = static_cast<T>(dbeta_total);
-                             }
-                           });
+  // dγ, dβ = Σ_chunk partial[chunk], chunks in order. Column blocks are independent (and may run
+  // in parallel); within one, each chunk's slice is read contiguously.
+  tg::detail::parallel_for(2 * N, kColumnBlock, [&](int64_t j0, int64_t j1) {
+    double totals[kColumnBlock] = {};
+    for (int64_t chunk = 0; chunk < chunks.count; ++chunk) {
+      const double* chunk_sums = partial.data() + chunk * 2 * N;
+      for (int64_t j = j0; j < j1; ++j) totals[j - j0] += chunk_sums[j];
+    }
+    for (int64_t j = j0; j < j1; ++j) (j < N ? dgamma[j] : dbeta[j - N]) = static_cast<T>(totals[j - j0]);
+  });
 }
 
 }  // namespace
@@ -142,24 +241,26 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   // cases; such constants do not require grad, so the node sends them nothing.
   const Tensor gamma = weight.defined() ? weight.detach() : ones(normalized_shape, x.dtype());
   const Tensor beta = bias.defined() ? bias.detach() : zeros(normalized_shape, x.dtype());
-  Tensor y = make_tensor(x.shape(), x.dtype(), "layer_norm");
-  Tensor mean = make_tensor({M}, kFloat64), rstd = make_tensor({M}, kFloat64);  // per row, saved for backward
-  tg::detail::dispatch(x.dtype(), [&]<typename T>() {
-    layer_norm_forward<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), y.mutable_data<T>(),
-                          mean.mutable_data<double>(), rstd.mutable_data<double>(), M, N, eps);
-  });
-
   const Tensor& weight_input = weight.defined() ? weight : gamma;
   const Tensor& bias_input = bias.defined() ? bias : beta;
-  if (autograd::needs_grad(x, weight_input, bias_input))
+  const bool record = autograd::needs_grad(x, weight_input, bias_input);
+  Tensor y = make_tensor(x.shape(), x.dtype(), "layer_norm");
+  // stats: [M, 2], (rstd, shift) per row in x's dtype, saved for backward (none without one).
+  Tensor stats = record ? make_tensor({M, 2}, x.dtype()) : Tensor();
+  tg::detail::dispatch(x.dtype(), [&]<typename T>() {
+    layer_norm_forward<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), y.mutable_data<T>(),
+                          record ? stats.mutable_data<T>() : nullptr, M, N, eps);
+  });
+
+  if (record)
     autograd::record(y, "LayerNormBackward", {x, weight_input, bias_input},
-                     [x = x.detach(), gamma, mean, rstd, M, N](const Tensor& dy, autograd::GradInputs& grads) {
+                     [x = x.detach(), gamma, stats, M, N](const Tensor& dy, autograd::GradInputs& grads) {
                        Tensor dx = make_tensor(x.shape(), x.dtype());
                        Tensor dgamma = make_tensor(gamma.shape(), x.dtype());
                        Tensor dbeta = make_tensor(gamma.shape(), x.dtype());
                        tg::detail::dispatch(x.dtype(), [&]<typename T>() {
-                         layer_norm_backward<T>(dy.data<T>(), x.data<T>(), gamma.data<T>(), mean.data<double>(),
-                                                rstd.data<double>(), dx.mutable_data<T>(), dgamma.mutable_data<T>(),
+                         layer_norm_backward<T>(dy.data<T>(), x.data<T>(), gamma.data<T>(), stats.data<T>(),
+                                                dx.mutable_data<T>(), dgamma.mutable_data<T>(),
                                                 dbeta.mutable_data<T>(), M, N);
                        });
                        if (grads.needed(0)) grads.set(0, dx);
@@ -188,3 +289,5 @@ void LayerNorm::members(Members& m) {
 }
 
 }  // namespace tg::nn
+
+#pragma GCC diagnostic pop

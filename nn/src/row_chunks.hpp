@@ -23,11 +23,13 @@ struct RowChunks {
   int64_t count = 0;  // chunks that run: 0 for M = 0, and a reduction over them gives 0
 };
 
-inline RowChunks row_chunks(int64_t M, int64_t N) {
+// min_chunk_elements: a kernel whose chunks carry more fixed cost (e.g. partial sums of N
+// columns) may ask for larger ones; it must pass a constant, so chunks still depend on M, N only.
+inline RowChunks row_chunks(int64_t M, int64_t N, int64_t min_chunk_elements = kMinChunkElements) {
   using tg::detail::ceil_div;
   RowChunks chunks;
   chunks.rows_per_chunk =
-      std::max<int64_t>({1, ceil_div(kMinChunkElements, std::max<int64_t>(N, 1)), ceil_div(M, kMaxChunks)});
+      std::max<int64_t>({1, ceil_div(min_chunk_elements, std::max<int64_t>(N, 1)), ceil_div(M, kMaxChunks)});
   chunks.count = ceil_div(M, chunks.rows_per_chunk);
   return chunks;
 }

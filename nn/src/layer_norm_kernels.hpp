@@ -1,0 +1,136 @@
+// The SIMD vocabulary of LayerNorm's row kernels (nn/src/layer_norm.cpp). Private to nn/.
+//
+// A kernel writes each per-element formula once, as a function of a *lane*: a position in the row
+// that reads and writes one 64-byte vector of T (16 floats or 8 doubles: one AVX-512 register)
+// or, for the tail of the row, a 32- or 16-byte vector or one scalar. for_each_lane runs the formula over a row;
+// lane_sums adds up two per-element terms along a row. GCC/Clang vector extensions keep this
+// portable: without AVX-512 the compiler splits a 64-byte vector into narrower instructions.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+// Lanes pass vectors by value between inlined functions private to one file; in builds without
+// AVX-512 (TG_NATIVE=OFF) GCC would warn that a 64-byte vector argument has another ABI there.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace tg::nn::detail {
+
+template <typename T>
+struct Simd {
+  static constexpr int64_t kWidth = 64 / sizeof(T);  // lanes of a full vector: 16 floats or 8 doubles
+};
+
+// The sum of a vector's lanes, as a fixed tree: halves added pairwise down to one lane.
+template <typename T, int64_t Lanes, typename V>
+T reduce_add(V v) {
+  if constexpr (Lanes == 1) {
+    return v[0];
+  } else {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return reduce_add<T, Lanes / 2>(__builtin_shufflevector(v, v, I...) +
+                                      __builtin_shufflevector(v, v, (I + Lanes / 2)...));
+    }(std::make_index_sequence<Lanes / 2>{});
+  }
+}
+
+// Elements [i, i + kWidth) of every row array the formula touches; a narrower Bytes serves the
+// tail of a row.
+template <typename T, int64_t Bytes = 64>
+struct VectorLane {
+  typedef T Vec __attribute__((vector_size(Bytes)));
+  static constexpr int64_t kWidth = Bytes / sizeof(T);
+  int64_t i;
+  Vec operator()(const T* row) const {  // unaligned load
+    Vec v;
+    std::memcpy(&v, row + i, sizeof v);
+    return v;
+  }
+  void store(T* row, Vec v) const { std::memcpy(row + i, &v, sizeof v); }
+  static T reduce(Vec v) { return reduce_add<T, kWidth>(v); }
+};
+
+// Element i, for the last elements of a row.
+template <typename T>
+struct ScalarLane {
+  int64_t i;
+  T operator()(const T* row) const { return row[i]; }
+  void store(T* row, T v) const { row[i] = v; }
+  static T reduce(T v) { return v; }
+};
+
+// The tail of a row, [i, n) with n − i < one 64-byte vector: one 32-byte vector, one 16-byte
+// vector, then single elements, as far as each fits (rows of 4 or 8 floats need no scalar code).
+template <typename T, typename F>
+void for_each_tail_lane(int64_t i, int64_t n, const F& f) {
+  constexpr int64_t W = Simd<T>::kWidth;
+  if (i + W / 2 <= n) {
+    f(VectorLane<T, 32>{i});
+    i += W / 2;
+  }
+  if (i + W / 4 <= n) {
+    f(VectorLane<T, 16>{i});
+    i += W / 4;
+  }
+  for (; i < n; ++i) f(ScalarLane<T>{i});
+}
+
+// f(lane) for every element of [0, n): whole vectors first, then the tail.
+template <typename T, typename F>
+void for_each_lane(int64_t n, const F& f) {
+  constexpr int64_t W = Simd<T>::kWidth;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) f(VectorLane<T>{i});
+  for_each_tail_lane<T>(i, n, f);
+}
+
+// {Σ a(i), Σ b(i)} over [0, n) in double, where terms(lane) returns the pair {a, b} for a lane.
+//
+// Accumulated in T vectors, kAccumulators independent ones per sum (to hide the add latency), for
+// blocks of at most kBlockSteps × kAccumulators vectors; each block's vectors are then added
+// pairwise into one T and that goes into a double. So in float32 no float sum spans more than
+// kBlockSteps terms per lane plus a 6-level tree (relative error ≲ 20 ulp of Σ|term| per block),
+// and the blocks, however long the row, add up in double. Each piece of the tail (< one vector)
+// is reduced the same way and added in double. The order of every add is fixed by n alone.
+inline constexpr int64_t kAccumulators = 4;
+inline constexpr int64_t kBlockSteps = 16;
+static_assert(kAccumulators == 4, "lane_sums adds its four accumulators by name");
+
+template <typename T, typename Terms>
+std::pair<double, double> lane_sums(int64_t n, const Terms& terms) {
+  using Vec = typename VectorLane<T>::Vec;
+  constexpr int64_t W = Simd<T>::kWidth;
+  constexpr int64_t kStep = kAccumulators * W;
+  double sum_a = 0.0, sum_b = 0.0;
+  int64_t i = 0;
+  while (i + W <= n) {
+    Vec a[kAccumulators] = {}, b[kAccumulators] = {};
+    const int64_t block_end = std::min(n, i + kBlockSteps * kStep);
+    for (; i + kStep <= block_end; i += kStep)
+      for (int64_t k = 0; k < kAccumulators; ++k) {
+        const auto [term_a, term_b] = terms(VectorLane<T>{i + k * W});
+        a[k] += term_a;
+        b[k] += term_b;
+      }
+    for (; i + W <= block_end; i += W) {  // the last < kAccumulators vectors of the row
+      const auto [term_a, term_b] = terms(VectorLane<T>{i});
+      a[0] += term_a;
+      b[0] += term_b;
+    }
+    sum_a += static_cast<double>(VectorLane<T>::reduce((a[0] + a[1]) + (a[2] + a[3])));
+    sum_b += static_cast<double>(VectorLane<T>::reduce((b[0] + b[1]) + (b[2] + b[3])));
+  }
+  for_each_tail_lane<T>(i, n, [&](auto lane) {
+    const auto [term_a, term_b] = terms(lane);
+    sum_a += static_cast<double>(decltype(lane)::reduce(term_a));
+    sum_b += static_cast<double>(decltype(lane)::reduce(term_b));
+  });
+  return {sum_a, sum_b};
+}
+
+}  // namespace tg::nn::detail
+
+#pragma GCC diagnostic pop
