@@ -2,13 +2,16 @@
 # Installs what tapegrad needs to build and test, from Debian 12's own packages only.
 # Idempotent and quick when everything is present: apt-get runs only for missing packages.
 #   bash tools/install-deps.sh            # build + test dependencies
-#   bash tools/install-deps.sh --bench    # also libtorch, OpenBLAS and Google Benchmark for bench/
+#   bash tools/install-deps.sh --bench    # also libtorch, OpenBLAS and perf for bench/
+#   bash tools/install-deps.sh --fuzz     # also clang and its libFuzzer runtime for tests/fuzz
 set -euo pipefail
 
 packages=(cmake make g++ libeigen3-dev libtbb-dev libspdlog-dev catch2 nlohmann-json3-dev python3)
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(libbenchmark-dev libtorch-dev libopenblas0-openmp python3-torch)
-fi
+case "${1:-}" in
+  # libopenblas-serial-dev: the optional GEMM kernel of -DTG_BLAS=ON, measured against Eigen
+  --bench) packages+=(libtorch-dev libopenblas0-openmp libopenblas-serial-dev linux-perf) ;;
+  --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+esac
 
 missing=()
 for package in "${packages[@]}"; do

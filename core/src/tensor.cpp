@@ -1,4 +1,6 @@
 // The Tensor handle: storage, accessors, creation, conversions, and the autograd entry points.
+#include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -16,22 +18,60 @@ namespace tg {
 
 namespace {
 constexpr size_t kAlignment = 64;  // a cache line, and an AVX-512 vector
-}
 
-Storage::Storage(size_t bytes) : nbytes(bytes) {
-  data = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{kAlignment});
+// The allocator std::allocate_shared uses for a Storage: it appends the tensor's bytes, 64-byte
+// aligned, to the control block, so a Storage costs one allocation. It aligns by hand inside a
+// plain malloc block: glibc's aligned allocation (memalign) splits chunks and showed up as a
+// visible share of the per-op overhead of small graphs. `trailing` receives the bytes' address.
+template <typename T>
+struct TrailingBytesAllocator {
+  using value_type = T;
+  size_t bytes;  // the tensor's bytes after the control block
+  std::byte** trailing;
+
+  TrailingBytesAllocator(size_t bytes, std::byte** trailing) : bytes(bytes), trailing(trailing) {}
+  template <typename U>
+  TrailingBytesAllocator(const TrailingBytesAllocator<U>& other) : bytes(other.bytes), trailing(other.trailing) {}
+
+  T* allocate(size_t n) {
+    // malloc aligns to alignof(max_align_t), so kAlignment - that much slack reaches the next
+    // 64-byte boundary after the control block.
+    void* block = std::malloc(n * sizeof(T) + kAlignment - alignof(std::max_align_t) + bytes);
+    if (block == nullptr) throw std::bad_alloc();
+    const uintptr_t end_of_head = reinterpret_cast<uintptr_t>(block) + n * sizeof(T);
+    *trailing = reinterpret_cast<std::byte*>((end_of_head + kAlignment - 1) / kAlignment * kAlignment);
+    return static_cast<T*>(block);
+  }
+  void deallocate(T* block, size_t) { std::free(block); }
+  template <typename U>
+  bool operator==(const TrailingBytesAllocator<U>& other) const { return bytes == other.bytes; }
+};
+}  // namespace
+
+std::shared_ptr<Storage> allocate_storage(size_t nbytes) {
+  std::byte* data = nullptr;
+  auto storage = std::allocate_shared<Storage>(TrailingBytesAllocator<Storage>(nbytes, &data), nullptr, nbytes);
+  storage->data = data;
+  return storage;
 }
-Storage::~Storage() { ::operator delete(data, std::align_val_t{kAlignment}); }
 
 int64_t checked_numel(const Shape& shape, const char* op) {
-  int64_t numel = 1;
+  // The product of the non-zero dims must fit too, even when another dim is 0: kernels compute
+  // strides and row counts from partial products of the dims, which must never overflow.
+  // (PyTorch accepts [0, 2^62, 2^62] but not [2^62, 2^62, 0]; we refuse both.)
+  int64_t nonzero_product = 1;
+  bool has_zero = false;
   for (int64_t size : shape) {
     check(size >= 0, op, "negative dimension ", size, " in shape ", shape);
-    check(size == 0 || numel <= std::numeric_limits<int64_t>::max() / 8 / size, op, "shape ", shape,
+    if (size == 0) {
+      has_zero = true;
+      continue;
+    }
+    check(nonzero_product <= std::numeric_limits<int64_t>::max() / 8 / size, op, "shape ", shape,
           " has too many elements to address");
-    numel *= size;
+    nonzero_product *= size;
   }
-  return numel;
+  return has_zero ? 0 : nonzero_product;
 }
 
 Tensor make_tensor(const Shape& shape, DType dtype, const char* op) {
@@ -41,7 +81,7 @@ Tensor make_tensor(const Shape& shape, DType dtype, const char* op) {
   impl->dtype = dtype;
   const size_t bytes = static_cast<size_t>(impl->numel) * element_size(dtype);
   try {
-    impl->storage = std::make_shared<Storage>(bytes);
+    impl->storage = allocate_storage(bytes);
   } catch (const std::bad_alloc&) {
     throw Error(detail::concat(op, ": cannot allocate ", bytes, " bytes for a ", dtype, " tensor of shape ", shape));
   }
@@ -238,7 +278,8 @@ void Tensor::backward() const {
   check(defined(), "backward", "undefined tensor");
   check(numel() == 1, "backward", "grad can be implicitly created only for a one-element output, got shape ",
         shape(), "; pass a grad_output of that shape");
-  backward(ones(shape(), dtype()));
+  // The seed is ours alone: hand it to the engine without the detached view backward(g) makes.
+  autograd::run_backward(*this, ones(shape(), dtype()));
 }
 
 void Tensor::backward(const Tensor& grad_output) const {

@@ -12,16 +12,20 @@ namespace autograd {
 struct Node;
 }
 
-// A 64-byte aligned buffer. Views created by `reshape` and `detach` share it.
+// A tensor's bytes. Views created by `reshape` and `detach` share it. Made only by
+// allocate_storage: the shared_ptr's control block, this header and the bytes (64-byte aligned)
+// are one allocation.
 struct Storage {
-  explicit Storage(size_t nbytes);
-  ~Storage();
+  Storage(void* data, size_t nbytes) : data(data), nbytes(nbytes) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
   void* data;
   size_t nbytes;
 };
+
+// A new Storage of `nbytes` uninitialised bytes; std::bad_alloc when memory runs out.
+std::shared_ptr<Storage> allocate_storage(size_t nbytes);
 
 struct TensorImpl {
   Shape shape;

@@ -7,6 +7,7 @@
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "ops/elementwise.hpp"
+#include "parallel_for.hpp"
 
 namespace tg {
 
@@ -52,7 +53,7 @@ Node::~Node() {
   // predecessor; freeing it recursively would overflow the stack after some 10^5 ops. Take the
   // edges this node holds the last reference to and free them here, one at a time.
   std::vector<std::shared_ptr<Node>> orphans;
-  const auto adopt = [&orphans](std::vector<std::shared_ptr<Node>>& edges) {
+  const auto adopt = [&orphans](Edges& edges) {
     for (std::shared_ptr<Node>& edge : edges)
       if (edge && edge.use_count() == 1) orphans.push_back(std::move(edge));
     edges.clear();
@@ -74,7 +75,25 @@ void AccumulateGrad::apply(const Tensor& grad_output, GradInputs&) {
     check(grad_output.shape() == leaf->shape && grad_output.dtype() == leaf->dtype, "backward",
           "gradient of shape ", grad_output.shape(), " (", grad_output.dtype(), ") for a leaf of shape ",
           leaf->shape, " (", leaf->dtype, ")");
-    grad = grad_output.clone();
+    // The leaf's grad must never alias another tensor. The engine hands over the only handle to a
+    // fresh gradient (moved out of pending_grad), so when neither the handle nor its bytes are
+    // shared, adopt it as PyTorch does instead of copying M·N values; otherwise copy.
+    const std::shared_ptr<TensorImpl>& incoming = grad_output.impl_ptr();
+    const bool sole_owner = incoming.use_count() == 1 && incoming->storage.use_count() == 1 &&
+                            incoming->grad_fn == nullptr && !incoming->requires_grad && !incoming->grad.defined();
+    grad = sole_owner ? grad_output : grad_output.clone();
+  } else if (grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1 &&
+             grad_output.defined() && grad_output.impl()->storage != grad.impl()->storage &&
+             grad_output.shape() == grad.shape() && grad_output.dtype() == grad.dtype()) {
+    // Nobody else sees the leaf's grad (no handle from grad(), no view): add in place, which is
+    // the same sum, element by element, as the out-of-place add without the new buffer.
+    detail::dispatch(grad.dtype(), [&]<typename T>() {
+      T* sum = grad.mutable_data<T>();
+      const T* addend = grad_output.data<T>();
+      detail::parallel_for(grad.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) sum[i] = sum[i] + addend[i];
+      });
+    });
   } else {
     accumulate(grad, grad_output, "leaf gradient");
   }
@@ -96,12 +115,23 @@ void accumulate(Tensor& accumulator, const Tensor& grad, const char* what) {
 
 namespace {
 
-// Nodes reachable from `root`, each after every node that feeds gradient into it (Kahn's order).
-// The list owns the nodes: edges are cleared while the pass runs.
-std::vector<std::shared_ptr<Node>> topological_order(const std::shared_ptr<Node>& root) {
+// The engine's scratch lists, kept per thread so that a backward pass reuses their capacity
+// instead of allocating; always left empty (the order owns nodes, which must not outlive a pass).
+struct Scratch {
+  std::vector<Node*> reachable;
+  std::vector<std::shared_ptr<Node>> ready;
+  std::vector<std::shared_ptr<Node>> order;
+  std::vector<Tensor> grads;
+  bool in_use = false;
+};
+
+// Fills `order` with the nodes reachable from `root`, each after every node that feeds gradient
+// into it (Kahn's order). The list owns the nodes: edges are cleared while the pass runs.
+void topological_order(const std::shared_ptr<Node>& root, Scratch& scratch) {
   static std::atomic<uint64_t> last_pass{0};
   const uint64_t pass = ++last_pass;  // marks the nodes this pass has seen, without a hash set
-  std::vector<Node*> reachable{root.get()};
+  std::vector<Node*>& reachable = scratch.reachable;
+  reachable.assign(1, root.get());
   root->visited_in_pass = pass;
   for (size_t i = 0; i < reachable.size(); ++i) {
     Node* node = reachable[i];
@@ -120,9 +150,11 @@ std::vector<std::shared_ptr<Node>> topological_order(const std::shared_ptr<Node>
     for (const auto& next : node->next)
       if (next) ++next->dependencies;
 
-  std::vector<std::shared_ptr<Node>> order;
+  std::vector<std::shared_ptr<Node>>& order = scratch.order;
   order.reserve(reachable.size());
-  std::vector<std::shared_ptr<Node>> ready{root};
+  reachable.clear();
+  std::vector<std::shared_ptr<Node>>& ready = scratch.ready;
+  ready.assign(1, root);
   while (!ready.empty()) {
     std::shared_ptr<Node> node = std::move(ready.back());
     ready.pop_back();
@@ -130,7 +162,6 @@ std::vector<std::shared_ptr<Node>> topological_order(const std::shared_ptr<Node>
       if (next && --next->dependencies == 0) ready.push_back(next);
     order.push_back(std::move(node));
   }
-  return order;
 }
 
 // Anomaly detection: the first NaN or Inf among the gradients `node` produced is an error that
@@ -161,8 +192,26 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
         " does not require grad and has no grad_fn");
   root_node->pending_grad = grad_output;
 
-  std::vector<Tensor> grads;
-  for (const std::shared_ptr<Node>& node : topological_order(root_node)) {
+  // This thread's scratch lists, or fresh ones if a backward runs inside a backward.
+  thread_local Scratch thread_scratch;
+  Scratch local_scratch;
+  Scratch& scratch = thread_scratch.in_use ? local_scratch : thread_scratch;
+  struct Release {  // empties the lists however the pass ends, so no node outlives it
+    Scratch& scratch;
+    bool was_in_use;
+    ~Release() {
+      scratch.reachable.clear();
+      scratch.ready.clear();
+      scratch.order.clear();
+      scratch.grads.clear();
+      scratch.in_use = was_in_use;
+    }
+  } release{scratch, scratch.in_use};
+  scratch.in_use = true;
+
+  topological_order(root_node, scratch);
+  std::vector<Tensor>& grads = scratch.grads;
+  for (std::shared_ptr<Node>& node : scratch.order) {
     Tensor grad = std::move(node->pending_grad);
     node->pending_grad = Tensor();
     grads.assign(node->next.size(), Tensor());
@@ -181,6 +230,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
     node->release();
     node->released = true;
     node->next.clear();
+    node.reset();  // and the node itself, if nothing else holds it
   }
 }
 

@@ -16,6 +16,7 @@
 // that owned its output would never be freed.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <initializer_list>
 #include <string>
@@ -31,16 +32,55 @@ namespace tg::autograd {
 
 struct Node;
 
+// A node's edges, one per input of its op: inline for up to kInline inputs (every op has at most
+// three), on the heap beyond, so that recording a node costs one allocation, not two.
+class Edges {
+ public:
+  using Edge = std::shared_ptr<Node>;
+  static constexpr size_t kInline = 3;
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  Edge* begin() { return heap_.empty() ? inline_.data() : heap_.data(); }
+  Edge* end() { return begin() + size_; }
+  const Edge* begin() const { return heap_.empty() ? inline_.data() : heap_.data(); }
+  const Edge* end() const { return begin() + size_; }
+  Edge& operator[](size_t i) { return begin()[i]; }
+  const Edge& operator[](size_t i) const { return begin()[i]; }
+
+  void reserve(size_t count) {
+    if (count > kInline && heap_.empty()) {
+      heap_.resize(count);
+      std::move(inline_.begin(), inline_.begin() + size_, heap_.begin());
+    }
+  }
+  void push_back(Edge edge) {
+    if (size_ == kInline && heap_.empty()) reserve(2 * kInline);
+    if (!heap_.empty() && size_ == heap_.size()) heap_.resize(2 * size_);
+    begin()[size_++] = std::move(edge);
+  }
+  void clear() {
+    for (Edge& edge : *this) edge.reset();
+    heap_.clear();
+    heap_.shrink_to_fit();
+    size_ = 0;
+  }
+
+ private:
+  std::array<Edge, kInline> inline_;
+  std::vector<Edge> heap_;  // all the edges once there are more than kInline; empty otherwise
+  size_t size_ = 0;
+};
+
 // The gradients one node sends to its inputs; slot i belongs to the op's i-th input.
 class GradInputs {
  public:
-  GradInputs(const std::vector<std::shared_ptr<Node>>& edges, std::vector<Tensor>& grads)
-      : edges_(edges), grads_(grads) {}
+  GradInputs(const Edges& edges, std::vector<Tensor>& grads) : edges_(edges), grads_(grads) {}
   bool needed(size_t input) const { return edges_[input] != nullptr; }
   void set(size_t input, Tensor grad) { grads_[input] = std::move(grad); }
 
  private:
-  const std::vector<std::shared_ptr<Node>>& edges_;
+  const Edges& edges_;
   std::vector<Tensor>& grads_;
 };
 
@@ -56,7 +96,7 @@ struct Node {
   virtual void release() {}
 
   const char* name;
-  std::vector<std::shared_ptr<Node>> next;  // per input: its producer, an AccumulateGrad, or null
+  Edges next;  // per input: its producer, an AccumulateGrad, or null
   bool released = false;
 
   // Where the op was recorded (the AnomalyTag path), captured only while anomaly detection is on.

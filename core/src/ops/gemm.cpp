@@ -1,46 +1,110 @@
+// Row-major GEMM: a serial kernel (Eigen, or OpenBLAS's sgemm/dgemm when built with TG_BLAS) on a
+// few large tiles of C, run in parallel by oneTBB.
 #include "ops/gemm.hpp"
 
 #include <Eigen/Core>
+#include <algorithm>
+#include <limits>
+#include <type_traits>
 
 #include "parallel_for.hpp"
+
+#ifdef TG_HAVE_BLAS
+#include <cblas.h>
+
+#include <mutex>
+#endif
 
 namespace tg::detail {
 
 namespace {
-// Below this many multiply-adds a product runs on one thread: splitting costs more than it saves.
+// Below this many multiply-adds a product runs as one tile: splitting costs more than it saves.
 constexpr int64_t kParallelFlops = int64_t{1} << 20;
-// Fewer rows than this per block and Eigen's packed kernels lose their efficiency.
-constexpr int64_t kMinRowsPerBlock = 32;
+// About this many multiply-adds per tile once a product is split (4 Mi, ~50 us at 80 GFLOP/s)...
+constexpr int64_t kFlopsPerTile = int64_t{1} << 22;
+// ...but no more than this many tiles. A whole-matrix sgemm is OpenBLAS's fastest; every extra
+// tile re-packs a shared operand. Two tiles keep the two cores of the target machine busy (1.9x
+// one thread at 1024³); four cost ~5% at one thread there, eight of 128 rows ~40%. It cannot follow
+// the thread count: the tiling must depend on the sizes only, for bitwise reproducibility.
+constexpr int64_t kMaxTiles = 2;
+// Each tile re-packs the operand it shares with its neighbours (all of op(B) for a row tile), so
+// tiles stay large: the packing then costs ~1/kMinTileSize of the multiply.
+constexpr int64_t kMinTileSize = 256;
+#ifdef TG_HAVE_BLAS
+// Tiny products stay on Eigen, whose coefficient-based path needs no library call (equal speed at
+// the (2,5,6) step); from the (64,32,64) step's products on, OpenBLAS measured 1.2-2x Eigen.
+constexpr int64_t kBlasFlops = int64_t{1} << 15;
+// cblas takes int sizes and strides.
+constexpr int64_t kBlasMaxDim = std::numeric_limits<int>::max();
+#endif
+
+// C[M, N] (+)= op(A)·op(B) on one thread. lda/ldb/ldc are the row strides of the stored matrices.
+template <typename T>
+void serial_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+                 int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+#ifdef TG_HAVE_BLAS
+  if (M * N * K >= kBlasFlops && std::max({M, N, K, lda, ldb, ldc}) <= kBlasMaxDim) {
+    // OpenBLAS serial (USE_THREAD=0): no threads of its own, and the same sums for the same sizes.
+    // Debian 12's build (0.3.21) is not safe to call from two threads at once: concurrent calls
+    // gave wrong results about once in 20 runs of the 4-thread handle test. So calls take turns;
+    // this is why TG_BLAS is off by default (no GEMM speed-up from a second thread).
+    static std::mutex blas_mutex;
+    const std::lock_guard<std::mutex> lock(blas_mutex);
+    const auto ta = trans_a ? CblasTrans : CblasNoTrans;
+    const auto tb = trans_b ? CblasTrans : CblasNoTrans;
+    const T beta = accumulate ? T(1) : T(0);
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+#endif
+  using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Stride = Eigen::OuterStride<>;
+  Eigen::Map<Matrix, 0, Stride> c(C, M, N, Stride(ldc));
+  const Eigen::Map<const Matrix, 0, Stride> a(A, trans_a ? K : M, trans_a ? M : K, Stride(lda));
+  const Eigen::Map<const Matrix, 0, Stride> b(B, trans_b ? N : K, trans_b ? K : N, Stride(ldb));
+  auto run = [&](const auto& op_a, const auto& op_b) {
+    if (accumulate) c.noalias() += op_a * op_b;
+    else c.noalias() = op_a * op_b;
+  };
+  if (trans_a) {
+    if (trans_b) run(a.transpose(), b.transpose());
+    else run(a.transpose(), b);
+  } else {
+    if (trans_b) run(a, b.transpose());
+    else run(a, b);
+  }
+}
 }  // namespace
 
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, bool accumulate) {
-  using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using ConstMap = Eigen::Map<const Matrix>;
   if (M == 0 || N == 0) return;
-  Eigen::Map<Matrix> c(C, M, N);
   if (K == 0) {
-    if (!accumulate) c.setZero();
+    if (!accumulate) std::fill(C, C + M * N, T(0));
     return;
   }
-  const ConstMap a(A, trans_a ? K : M, trans_a ? M : K);
-  const ConstMap b(B, trans_b ? N : K, trans_b ? K : N);
+  const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+  // The tiling is a function of M, N and K only, never of the thread count: each element of C is
+  // computed by one serial call with the whole K, so results are bitwise identical at any thread
+  // count. Rows first (a row tile of C needs only its rows of op(A)); columns when M is too short.
   const int64_t work = M * N * K;
-  const int64_t blocks = work < kParallelFlops ? 1 : std::max<int64_t>(1, std::min(M / kMinRowsPerBlock, work / kParallelFlops));
-  const int64_t rows_per_block = ceil_div(M, blocks);
-  parallel_for(M, rows_per_block, [&](int64_t m0, int64_t m1) {
-    auto c_rows = c.middleRows(m0, m1 - m0);
-    auto run = [&](const auto& a_rows) {
-      if (trans_b) {
-        if (accumulate) c_rows.noalias() += a_rows * b.transpose();
-        else c_rows.noalias() = a_rows * b.transpose();
-      } else {
-        if (accumulate) c_rows.noalias() += a_rows * b;
-        else c_rows.noalias() = a_rows * b;
-      }
-    };
-    if (trans_a) run(a.middleCols(m0, m1 - m0).transpose());
-    else run(a.middleRows(m0, m1 - m0));
+  const int64_t tiles = work < kParallelFlops ? 1 : std::clamp<int64_t>(work / kFlopsPerTile, 1, kMaxTiles);
+  const int64_t row_tiles = std::clamp<int64_t>(M / kMinTileSize, 1, tiles);
+  const int64_t col_tiles = std::clamp<int64_t>(N / kMinTileSize, 1, ceil_div(tiles, row_tiles));
+  const int64_t rows_per_tile = ceil_div(M, row_tiles), cols_per_tile = ceil_div(N, col_tiles);
+  const int64_t row_count = ceil_div(M, rows_per_tile), col_count = ceil_div(N, cols_per_tile);
+  parallel_for(row_count * col_count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t m0 = tile / col_count * rows_per_tile, n0 = tile % col_count * cols_per_tile;
+      const int64_t m1 = std::min(M, m0 + rows_per_tile), n1 = std::min(N, n0 + cols_per_tile);
+      // op(A) rows m0..m1: rows of A, or columns of a transposed A; likewise op(B) columns n0..n1.
+      const T* a_tile = trans_a ? A + m0 : A + m0 * lda;
+      const T* b_tile = trans_b ? B + n0 * ldb : B + n0;
+      serial_gemm<T>(trans_a, trans_b, m1 - m0, n1 - n0, K, a_tile, lda, b_tile, ldb, C + m0 * N + n0, N, accumulate);
+    }
   });
 }
 

@@ -1,4 +1,5 @@
-// Row-major GEMM on Eigen, parallel over row blocks of the result with oneTBB.
+// Row-major GEMM: a serial kernel (OpenBLAS with TG_BLAS, else Eigen) on a few large tiles of the
+// result, in parallel with oneTBB.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@ namespace tg::detail {
 // C[M, N] (+)= op(A)[M, K] · op(B)[K, N], all row-major and contiguous.
 // op(A) = A stored [M, K], or Aᵀ of A stored [K, M] when trans_a (likewise B: [K, N] or [N, K]).
 // With `accumulate` the product is added to C, otherwise C is overwritten.
-// The split into row blocks depends only on M, N and K, so results do not depend on threads.
+// The split into tiles depends only on M, N and K, so results do not depend on threads.
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, bool accumulate);
 
