@@ -120,7 +120,9 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
     extents.push_back({begin, end, name});
   }
   // The tensors must tile the data section: no gaps, no overlaps, nothing after the last one.
-  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+  // Ties by end: a zero-byte tensor (a dim of size 0) shares its begin with the tensor after it.
+  std::sort(extents.begin(), extents.end(),
+            [](const Extent& a, const Extent& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   size_t expected = 0;
   for (const Extent& extent : extents) {
     check(extent.begin == expected, op, "'", source, "': tensor '", extent.name, "' starts at byte ", extent.begin,

@@ -226,12 +226,21 @@ Tensor Tensor::sqrt() const {
   return out;
 }
 
+namespace {
+// x^p as PyTorch computes it: p = ±0.5 go through sqrt, so that x.pow(0.5) agrees with x.sqrt() at
+// -inf and -0 (C's pow(-inf, 0.5) is +inf, sqrt(-inf) is nan); p = 2 is one multiply.
+template <typename T>
+T power(T x, T p) {
+  if (p == T(2)) return x * x;
+  if (p == T(0.5)) return std::sqrt(x);
+  if (p == T(-0.5)) return T(1) / std::sqrt(x);
+  return static_cast<T>(std::pow(x, p));
+}
+}  // namespace
+
 Tensor Tensor::pow(double exponent) const {
   check_unary(*this, "pow");
-  Tensor out = exponent == 2.0 ? detail::map(*this, [](auto v) { return v * v; })
-                               : detail::map(*this, [exponent](auto v) {
-                                   return static_cast<decltype(v)>(std::pow(v, static_cast<decltype(v)>(exponent)));
-                                 });
+  Tensor out = detail::map(*this, [exponent](auto v) { return power(v, static_cast<decltype(v)>(exponent)); });
   if (autograd::needs_grad(*this))
     autograd::record(out, "PowBackward", {*this},
                      [x = detach(), exponent](const Tensor& g, autograd::GradInputs& grads) {
@@ -239,7 +248,7 @@ Tensor Tensor::pow(double exponent) const {
                        grads.set(0, detail::map2(g, x, [exponent](auto gv, auto xv) {
                                    using T = decltype(xv);
                                    const T p = static_cast<T>(exponent);
-                                   return exponent == 0.0 ? T(0) : gv * p * static_cast<T>(std::pow(xv, p - T(1)));
+                                   return exponent == 0.0 ? T(0) : gv * p * power(xv, p - T(1));
                                  }));
                      });
   return out;
@@ -267,11 +276,13 @@ Tensor Tensor::log() const {
 
 Tensor Tensor::relu() const {
   check_unary(*this, "relu");
-  Tensor out = detail::map(*this, [](auto v) { return v > 0 ? v : decltype(v)(0); });
+  // max(x, 0) written as PyTorch's clamp_min: NaN stays NaN and -0 stays -0 (x < 0 is false for both).
+  Tensor out = detail::map(*this, [](auto v) { return v < 0 ? decltype(v)(0) : v; });
   if (autograd::needs_grad(*this))
     autograd::record(out, "ReluBackward", {*this}, [y = out.detach()](const Tensor& g, autograd::GradInputs& grads) {
-      // The gradient passes where the output is positive (PyTorch's convention: 0 at x = 0).
-      grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return yv > 0 ? gv : decltype(gv)(0); }));
+      // PyTorch's threshold_backward: 0 where the output is <= 0 (so 0 at x = 0); the gradient
+      // passes everywhere else, NaN outputs included.
+      grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return yv <= 0 ? decltype(gv)(0) : gv; }));
     });
   return out;
 }

@@ -204,8 +204,9 @@ Tensor Tensor::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim
   check(defined(), "var", "undefined tensor");
   const detail::ReductionPlan plan = detail::plan_reduction(shape(), dims, keepdim, "var");
   const detail::ReductionPlan keep_plan = detail::plan_reduction(shape(), dims, /*keepdim=*/true, "var");
-  // n - 1 = 0 gives inf/nan, as in PyTorch.
-  const double divisor = static_cast<double>(plan.R) - (unbiased ? 1.0 : 0.0);
+  // PyTorch's max(n - correction, 0): n - 1 = 0 gives 0/0 = nan, and so does n = 0 (where n - 1
+  // would turn 0/0 into -0).
+  const double divisor = std::max(0.0, static_cast<double>(plan.R) - (unbiased ? 1.0 : 0.0));
   Tensor diff;
   {
     NoGradGuard no_grad;

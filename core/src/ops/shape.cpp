@@ -44,16 +44,19 @@ Tensor permute_copy(const Tensor& x, const std::vector<int64_t>& perm) {
 Tensor Tensor::reshape(const Shape& new_shape) const {
   check(defined(), "reshape", "undefined tensor");
   Shape resolved = new_shape;
-  int64_t inferred = -1, known = 1;
+  int64_t inferred = -1;
   for (size_t d = 0; d < resolved.size(); ++d) {
     if (resolved[d] == -1) {
       check(inferred < 0, "reshape", "only one dim can be -1, got ", new_shape);
       inferred = static_cast<int64_t>(d);
     } else {
       check(resolved[d] >= 0, "reshape", "invalid size ", resolved[d], " in shape ", new_shape);
-      known *= resolved[d];
     }
   }
+  // The product of the given dims, checked for overflow (the -1 counts as 1 here).
+  Shape given = resolved;
+  if (inferred >= 0) given[inferred] = 1;
+  const int64_t known = checked_numel(given, "reshape");
   if (inferred >= 0) {
     check(known != 0 && numel() % known == 0, "reshape", "shape ", new_shape, " is invalid for input of shape ",
           shape(), " (", numel(), " elements)");
