@@ -39,11 +39,3 @@ inline Tensor random_leaf(const Shape& shape, double low = -1.0, double high = 1
                       << ::tg::testing::max_abs_diff(tg_near_actual_, tg_near_expected_));         \
     REQUIRE(::tg::testing::allclose(tg_near_actual_, tg_near_expected_, (tol), (tol)));            \
   } while (false)
-
-// REQUIRE that gradcheck passes, printing its summary when it does not.
-#define TG_REQUIRE_GRADCHECK(fn, inputs)                         \
-  do {                                                           \
-    const ::tg::GradcheckResult tg_gc_ = ::tg::gradcheck((fn), (inputs)); \
-    INFO(tg_gc_.message);                                        \
-    REQUIRE(tg_gc_.passed);                                      \
-  } while (false)

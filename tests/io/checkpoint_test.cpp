@@ -12,23 +12,14 @@
 #include <sstream>
 #include <thread>
 
-#include "support/fixtures.hpp"
+#include "io_test_util.hpp"
+
+using tg::io_test::fixture_path;
+using tg::io_test::read_bytes;
+using tg::io_test::scratch_path;
+using tg::io_test::write_bytes;
 
 namespace {
-
-std::string fixture_path(const std::string& name) { return std::string(TG_IO_FIXTURE_DIR) + "/" + name; }
-std::string scratch_path(const std::string& name) { return std::string(TG_IO_SCRATCH_DIR) + "/" + name; }
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
 
 // The architecture of the Python-written fixtures (checkpoint_interop.py).
 tg::nn::Sequential small_model() { return tg::nn::Sequential(tg::nn::Linear(3, 4), tg::nn::ReLU(), tg::nn::LayerNorm({4})); }

@@ -6,19 +6,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "support/fixtures.hpp"
+#include "io_test_util.hpp"
+
+using tg::io_test::fixture_path;
+using tg::io_test::read_bytes;
+using tg::io_test::scratch_path;
 
 namespace {
-
-std::string fixture_path(const std::string& name) { return std::string(TG_IO_FIXTURE_DIR) + "/" + name; }
-std::string scratch_path(const std::string& name) { return std::string(TG_IO_SCRATCH_DIR) + "/" + name; }
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
 
 // make_npy_fixtures.py stores value(i) = 0.25 i - 1 at flat index i of every valid array.
 tg::Tensor expected_values(const tg::Shape& shape, tg::DType dtype) {

@@ -64,11 +64,3 @@ inline bool all_finite(const Tensor& t) {
 }
 
 }  // namespace tg::nn_test
-
-// REQUIRE that gradcheck passes, printing its summary when it does not.
-#define TG_REQUIRE_GRADCHECK(fn, inputs)                         \
-  do {                                                           \
-    const ::tg::GradcheckResult tg_result_ = ::tg::gradcheck((fn), (inputs)); \
-    INFO(tg_result_.message);                                    \
-    REQUIRE(tg_result_.passed);                                  \
-  } while (false)

@@ -10,40 +10,16 @@
 
 #include <tbb/task_arena.h>
 
-#include "support/fixtures.hpp"
-
-// A tg::Error whose message matches `message_matcher` (Catch2 v2's REQUIRE_THROWS_MATCHES wants a
-// matcher on the exception object, so this checks the type and the message separately).
-#define REQUIRE_TG_ERROR(expression, message_matcher) \
-  do {                                                \
-    REQUIRE_THROWS_AS(expression, tg::Error);         \
-    REQUIRE_THROWS_WITH(expression, message_matcher); \
-  } while (false)
+#include "optim_test_util.hpp"
 
 namespace {
 
-// The name of the fixture's parameter after `step` steps: "p1" ... "p5". (Spelt out because GCC 12
-// reports a false -Wrestrict on "p" + std::to_string(step) at -O3.)
-std::string after_step(int step) {
-  std::string name = std::to_string(step);
-  name.insert(name.begin(), 'p');
-  return name;
-}
+using tg::optim_test::after_step;
+using tg::optim_test::parameter;
+using tg::optim_test::quadratic_loss;
 
 using tg::optim::SGD;
 using tg::optim::SGDOptions;
-
-// A fresh leaf parameter holding a copy of `values`.
-tg::Tensor parameter(const tg::Tensor& values) {
-  tg::Tensor param = values.detach().clone();
-  param.requires_grad_();
-  return param;
-}
-
-// The fixtures' loss: sum(c * p^2) + sum(d * p), so grad = 2 c p + d.
-tg::Tensor quadratic_loss(const tg::Tensor& p, const tg::Tensor& c, const tg::Tensor& d) {
-  return (c * p.pow(2)).sum() + (d * p).sum();
-}
 
 SGDOptions fixture_options(const tg::testing::FixtureCase& fixture) {
   return {.lr = fixture.scalar("lr"),

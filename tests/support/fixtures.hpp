@@ -2,6 +2,10 @@
 // comparing tensors against them.
 #pragma once
 
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +38,32 @@ double max_abs_diff(const Tensor& actual, const Tensor& expected);
 // and dtypes agree.
 bool allclose(const Tensor& actual, const Tensor& expected, double atol, double rtol = 0.0);
 
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The values of any tensor as doubles, row-major.
+inline std::vector<double> values(const Tensor& t) { return t.to(kFloat64).to_vector<double>(); }
+
+// CHECK that `actual` holds `expected` the IEEE way: NaN where NaN is expected, the same infinity
+// where an infinity is expected, and finite values within tol · (1 + |expected|).
+inline void require_ieee_equal(const Tensor& actual, const std::vector<double>& expected, double tol) {
+  REQUIRE(actual.defined());
+  const std::vector<double> got = values(actual);
+  INFO("actual: " << actual);
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": got " << got[i] << ", expected " << expected[i]);
+    if (std::isnan(expected[i])) {
+      CHECK(std::isnan(got[i]));
+    } else if (std::isinf(expected[i])) {
+      CHECK(got[i] == expected[i]);
+    } else {
+      CHECK(std::isfinite(got[i]));
+      CHECK(std::fabs(got[i] - expected[i]) <= tol * (1.0 + std::fabs(expected[i])));
+    }
+  }
+}
+
 }  // namespace tg::testing
 
 // REQUIRE that two tensors are close, printing both and the largest difference when they are not.
@@ -43,4 +73,20 @@ bool allclose(const Tensor& actual, const Tensor& expected, double atol, double 
     INFO("actual:   " << tg_actual_ << "\nexpected: " << tg_expected_                    \
                       << "\nmax |diff| = " << ::tg::testing::max_abs_diff(tg_actual_, tg_expected_)); \
     REQUIRE(::tg::testing::allclose(tg_actual_, tg_expected_, (atol)));                  \
+  } while (false)
+
+// REQUIRE that gradcheck passes, printing its summary when it does not.
+#define TG_REQUIRE_GRADCHECK(fn, inputs)                                  \
+  do {                                                                    \
+    const ::tg::GradcheckResult tg_result_ = ::tg::gradcheck((fn), (inputs)); \
+    INFO(tg_result_.message);                                             \
+    REQUIRE(tg_result_.passed);                                           \
+  } while (false)
+
+// REQUIRE that `expression` throws tg::Error with a message matching `message_matcher` (Catch2 v2
+// matches messages only through REQUIRE_THROWS_WITH, which accepts any exception type).
+#define REQUIRE_TG_ERROR(expression, message_matcher) \
+  do {                                                \
+    REQUIRE_THROWS_AS(expression, tg::Error);         \
+    REQUIRE_THROWS_WITH(expression, message_matcher); \
   } while (false)
