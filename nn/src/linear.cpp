@@ -1,5 +1,5 @@
-// Linear: y = x·Wᵀ + b, forward and backward as Eigen GEMMs on row blocks (core's detail::gemm,
-// parallel over row blocks with oneTBB, Eigen's own threads off), one tape node.
+// Linear: y = x·Wᵀ + b, forward and backward as GEMMs (core's detail::gemm: Eigen on a few large
+// tiles fixed by the sizes, run in parallel by oneTBB, Eigen's own threads off), one tape node.
 #include "tapegrad/nn/linear.hpp"
 
 #include <algorithm>

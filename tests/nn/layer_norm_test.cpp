@@ -287,16 +287,8 @@ TEST_CASE("layer_norm forward and backward are bitwise identical for 1, 2, 3 and
     Tensor x = leaf(x_values), w = leaf(w_values), b = leaf(b_values);
     Tensor y = F::layer_norm(x, {shape[1]}, w, b, 1e-5);
     y.backward(dy);
-    return std::vector<std::vector<unsigned char>>{bytes(y), bytes(x.grad()), bytes(w.grad()), bytes(b.grad())};
+    return std::vector<std::pair<std::string, std::vector<unsigned char>>>{
+        {"y", bytes(y)}, {"dx", bytes(x.grad())}, {"dγ", bytes(w.grad())}, {"dβ", bytes(b.grad())}};
   };
-  const auto one_thread = with_threads(1, run);
-  for (int threads : {2, 3, 8}) {
-    CAPTURE(threads);
-    REQUIRE(with_threads(threads, [] { return tbb::this_task_arena::max_concurrency(); }) == threads);
-    const auto result = with_threads(threads, run);
-    REQUIRE(result[0] == one_thread[0]);  // y
-    REQUIRE(result[1] == one_thread[1]);  // dx
-    REQUIRE(result[2] == one_thread[2]);  // dγ
-    REQUIRE(result[3] == one_thread[3]);  // dβ
-  }
+  require_bitwise_identical_across_threads(run);
 }

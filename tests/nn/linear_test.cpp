@@ -120,16 +120,8 @@ TEST_CASE("linear forward and backward are bitwise identical for 1, 2, 3 and 8 t
     Tensor x = leaf(x_values), w = leaf(w_values), b = leaf(b_values);
     Tensor y = F::linear(x, w, b);
     y.backward(dy);
-    return std::vector<std::vector<unsigned char>>{bytes(y), bytes(x.grad()), bytes(w.grad()), bytes(b.grad())};
+    return std::vector<std::pair<std::string, std::vector<unsigned char>>>{
+        {"y", bytes(y)}, {"dx", bytes(x.grad())}, {"dW", bytes(w.grad())}, {"db", bytes(b.grad())}};
   };
-  const auto one_thread = with_threads(1, run);
-  for (int threads : {2, 3, 8}) {
-    CAPTURE(threads);
-    REQUIRE(with_threads(threads, [] { return tbb::this_task_arena::max_concurrency(); }) == threads);
-    const auto result = with_threads(threads, run);
-    REQUIRE(result[0] == one_thread[0]);  // y
-    REQUIRE(result[1] == one_thread[1]);  // dx
-    REQUIRE(result[2] == one_thread[2]);  // dW
-    REQUIRE(result[3] == one_thread[3]);  // db
-  }
+  require_bitwise_identical_across_threads(run);
 }

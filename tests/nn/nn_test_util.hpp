@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -41,6 +42,23 @@ auto with_threads(int threads, const Fn& fn) {
   tbb::global_control allow(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
   tbb::task_arena arena(threads);
   return arena.execute(fn);
+}
+
+// Runs `run` — which returns the bytes of named results, e.g. {"y", bytes(y)}, {"dx", ...} — on
+// 1 thread and on 2, 3 and 8, and REQUIREs every result to be bitwise identical to 1 thread's.
+template <typename Run>
+void require_bitwise_identical_across_threads(const Run& run) {
+  const auto one_thread = with_threads(1, run);
+  for (int threads : {2, 3, 8}) {
+    CAPTURE(threads);
+    REQUIRE(with_threads(threads, [] { return tbb::this_task_arena::max_concurrency(); }) == threads);
+    const auto results = with_threads(threads, run);
+    REQUIRE(results.size() == one_thread.size());
+    for (size_t i = 0; i < results.size(); ++i) {
+      INFO(results[i].first);
+      REQUIRE(results[i].second == one_thread[i].second);
+    }
+  }
 }
 
 // max |actual − reference| / max |reference|: a relative error for a whole tensor, immune to the
