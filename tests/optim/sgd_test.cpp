@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,23 @@ SGDOptions fixture_options(const tg::testing::FixtureCase& fixture) {
           .dampening = fixture.scalar("dampening"),
           .weight_decay = fixture.scalar("weight_decay"),
           .nesterov = fixture.scalar("nesterov") != 0};
+}
+
+// Five steps of (zero_grad, loss, backward, step) from the fixture's p0 in `dtype`, each compared
+// with PyTorch's float32 trajectory to `tolerance`; returns the optimizer for further checks.
+std::unique_ptr<SGD> run_trajectory(const tg::testing::FixtureCase& fixture, tg::DType dtype, double tolerance) {
+  const tg::Tensor c = fixture.at("c").to(dtype);
+  const tg::Tensor d = fixture.at("d").to(dtype);
+  tg::Tensor p = parameter(fixture.at("p0").to(dtype));
+  auto opt = std::make_unique<SGD>(std::vector<tg::Tensor>{p}, fixture_options(fixture));
+  for (int step = 1; step <= 5; ++step) {
+    CAPTURE(step);
+    opt->zero_grad();
+    quadratic_loss(p, c, d).backward();
+    opt->step();
+    TG_REQUIRE_CLOSE(p.detach(), fixture.at(after_step(step)).to(dtype), tolerance);
+  }
+  return opt;
 }
 
 const void* raw_data(const tg::Tensor& t) {
@@ -56,34 +74,14 @@ TEST_CASE("SGD follows PyTorch's trajectory for five steps", "[optim][sgd][fixtu
                                     "sgd_lr0p1_mom0_damp0_wd0_nest0");
   CAPTURE(name);
   const auto& fixture = tg::testing::fixture("sgd.txt", name);
-  const tg::Tensor& c = fixture.at("c");
-  const tg::Tensor& d = fixture.at("d");
-  tg::Tensor p = parameter(fixture.at("p0"));
-  SGD opt({p}, fixture_options(fixture));
-  for (int step = 1; step <= 5; ++step) {
-    CAPTURE(step);
-    opt.zero_grad();
-    quadratic_loss(p, c, d).backward();
-    opt.step();
-    TG_REQUIRE_CLOSE(p.detach(), fixture.at(after_step(step)), 1e-6);
-  }
-  REQUIRE(opt.step_count() == 5);
+  const auto opt = run_trajectory(fixture, tg::kFloat32, 1e-6);
+  REQUIRE(opt->step_count() == 5);
 }
 
 TEST_CASE("SGD in float64 follows the float32 PyTorch trajectory to float32 precision", "[optim][sgd][fixture]") {
   const auto& fixture = tg::testing::fixture("sgd.txt", "sgd_lr0p1_mom0p9_damp0_wd0p0001_nest1");
-  const tg::Tensor c = fixture.at("c").to(tg::kFloat64);
-  const tg::Tensor d = fixture.at("d").to(tg::kFloat64);
-  tg::Tensor p = parameter(fixture.at("p0").to(tg::kFloat64));
-  SGD opt({p}, fixture_options(fixture));
-  for (int step = 1; step <= 5; ++step) {
-    CAPTURE(step);
-    opt.zero_grad();
-    quadratic_loss(p, c, d).backward();
-    opt.step();
-    TG_REQUIRE_CLOSE(p.detach(), fixture.at(after_step(step)).to(tg::kFloat64), 1e-5);
-  }
-  REQUIRE(opt.momentum_buffers()[0].dtype() == tg::kFloat64);
+  const auto opt = run_trajectory(fixture, tg::kFloat64, 1e-5);
+  REQUIRE(opt->momentum_buffers()[0].dtype() == tg::kFloat64);
 }
 
 TEST_CASE("SGD single steps derived by hand", "[optim][sgd]") {
