@@ -6,10 +6,9 @@
 #   bash tools/install-deps.sh --fuzz     # also clang and its libFuzzer runtime for tests/fuzz
 set -euo pipefail
 
-packages=(cmake make g++ libeigen3-dev libtbb-dev libspdlog-dev catch2 nlohmann-json3-dev python3)
+packages=(cmake make g++ libeigen3-dev libblis-serial-dev libtbb-dev libspdlog-dev catch2 nlohmann-json3-dev python3)
 case "${1:-}" in
-  # libopenblas-serial-dev: the optional GEMM kernel of -DTG_BLAS=ON, measured against Eigen
-  --bench) packages+=(libtorch-dev libopenblas0-openmp libopenblas-serial-dev linux-perf) ;;
+  --bench) packages+=(libtorch-dev libopenblas0-openmp linux-perf) ;;
   --fuzz) packages+=(clang libclang-rt-14-dev) ;;
 esac
 

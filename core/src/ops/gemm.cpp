@@ -1,18 +1,15 @@
-// Row-major GEMM: a serial kernel (Eigen, or OpenBLAS's sgemm/dgemm when built with TG_BLAS) on a
-// few large tiles of C, run in parallel by oneTBB.
+// Row-major GEMM: a serial kernel (BLIS's single-threaded build for large products, Eigen for the
+// rest) on a few large tiles of C, run in parallel by oneTBB.
 #include "ops/gemm.hpp"
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <limits>
 #include <type_traits>
 
 #include "parallel_for.hpp"
 
-#ifdef TG_HAVE_BLAS
-#include <cblas.h>
-
-#include <mutex>
+#ifdef TG_HAVE_BLIS
+#include <blis.h>
 #endif
 
 namespace tg::detail {
@@ -22,41 +19,43 @@ namespace {
 constexpr int64_t kParallelFlops = int64_t{1} << 20;
 // About this many multiply-adds per tile once a product is split (4 Mi, ~50 us at 80 GFLOP/s)...
 constexpr int64_t kFlopsPerTile = int64_t{1} << 22;
-// ...but no more than this many tiles. A whole-matrix sgemm is OpenBLAS's fastest; every extra
-// tile re-packs a shared operand. Two tiles keep the two cores of the target machine busy (1.9x
-// one thread at 1024³); four cost ~5% at one thread there, eight of 128 rows ~40%. It cannot follow
-// the thread count: the tiling must depend on the sizes only, for bitwise reproducibility.
+// ...but no more than this many tiles. A whole-matrix product is the serial kernel's fastest;
+// every extra tile re-packs a shared operand. Two tiles keep the two cores of the target machine
+// busy (1.9x one thread at 1024³); four cost ~5% at one thread there, eight of 128 rows ~40%. It
+// cannot follow the thread count: the tiling must depend on the sizes only, for bitwise
+// reproducibility.
 constexpr int64_t kMaxTiles = 2;
 // Each tile re-packs the operand it shares with its neighbours (all of op(B) for a row tile), so
 // tiles stay large: the packing then costs ~1/kMinTileSize of the multiply.
 constexpr int64_t kMinTileSize = 256;
-#ifdef TG_HAVE_BLAS
-// Tiny products stay on Eigen, whose coefficient-based path needs no library call (equal speed at
-// the (2,5,6) step); from the (64,32,64) step's products on, OpenBLAS measured 1.2-2x Eigen.
-constexpr int64_t kBlasFlops = int64_t{1} << 15;
-// cblas takes int sizes and strides.
-constexpr int64_t kBlasMaxDim = std::numeric_limits<int>::max();
+#ifdef TG_HAVE_BLIS
+// From about 160³ multiply-adds on, BLIS's packed kernels beat Eigen's (1.25-1.35x on the tiles of
+// the 1024³ training step); below, Eigen's lighter set-up wins (BLIS at 16³-64³: 0.3-0.7x Eigen).
+constexpr int64_t kBlisFlops = int64_t{1} << 22;
 #endif
 
 // C[M, N] (+)= op(A)·op(B) on one thread. lda/ldb/ldc are the row strides of the stored matrices.
 template <typename T>
 void serial_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
                  int64_t ldb, T* C, int64_t ldc, bool accumulate) {
-#ifdef TG_HAVE_BLAS
-  if (M * N * K >= kBlasFlops && std::max({M, N, K, lda, ldb, ldc}) <= kBlasMaxDim) {
-    // OpenBLAS serial (USE_THREAD=0): no threads of its own, and the same sums for the same sizes.
-    // Debian 12's build (0.3.21) is not safe to call from two threads at once: concurrent calls
-    // gave wrong results about once in 20 runs of the 4-thread handle test. So calls take turns;
-    // this is why TG_BLAS is off by default (no GEMM speed-up from a second thread).
-    static std::mutex blas_mutex;
-    const std::lock_guard<std::mutex> lock(blas_mutex);
-    const auto ta = trans_a ? CblasTrans : CblasNoTrans;
-    const auto tb = trans_b ? CblasTrans : CblasNoTrans;
-    const T beta = accumulate ? T(1) : T(0);
+#ifdef TG_HAVE_BLIS
+  if (M * N * K >= kBlisFlops) {
+    // BLIS addresses element (i, j) as i·rs + j·cs, so a row-major matrix is (rs, cs) = (ld, 1).
+    // A local runtime of one thread: BLIS never starts threads of its own (oneTBB owns the cores),
+    // and BLIS is reentrant, so tiles run concurrently. One serial call per tile computes the same
+    // sums for the same sizes, whatever the thread count.
+    rntm_t one_thread = BLIS_RNTM_INITIALIZER;
+    bli_rntm_set_num_threads(1, &one_thread);
+    const trans_t ta = trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
+    const trans_t tb = trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
+    T alpha = T(1), beta = accumulate ? T(1) : T(0);
+    // BLIS's C API takes non-const operand pointers but only reads A and B.
+    T* a = const_cast<T*>(A);
+    T* b = const_cast<T*>(B);
     if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+      bli_sgemm_ex(ta, tb, M, N, K, &alpha, a, lda, 1, b, ldb, 1, &beta, C, ldc, 1, nullptr, &one_thread);
     else
-      cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
+      bli_dgemm_ex(ta, tb, M, N, K, &alpha, a, lda, 1, b, ldb, 1, &beta, C, ldc, 1, nullptr, &one_thread);
     return;
   }
 #endif
