@@ -8,6 +8,7 @@
 
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
+#include "memory/block_cache.hpp"
 #include "ops/elementwise.hpp"
 #include "parallel_for.hpp"
 #include "tensor_impl.hpp"
@@ -34,11 +35,13 @@ struct TrailingBytesAllocator {
   TrailingBytesAllocator(const TrailingBytesAllocator<U>& other) : bytes(other.bytes), trailing(other.trailing) {}
 
   T* allocate(size_t n) {
-    // malloc aligns to alignof(max_align_t), so kAlignment - that much slack reaches the next
-    // 64-byte boundary after the control block.
-    void* block = std::malloc(n * sizeof(T) + kAlignment - alignof(std::max_align_t) + bytes);
+    // malloc aligns to alignof(max_align_t), so once the control block is padded to that
+    // alignment, kAlignment - alignof(max_align_t) bytes of slack reach the next 64-byte boundary.
+    constexpr size_t kMallocAlignment = alignof(std::max_align_t);
+    const size_t head = (n * sizeof(T) + kMallocAlignment - 1) / kMallocAlignment * kMallocAlignment;
+    void* block = std::malloc(head + kAlignment - kMallocAlignment + bytes);
     if (block == nullptr) throw std::bad_alloc();
-    const uintptr_t end_of_head = reinterpret_cast<uintptr_t>(block) + n * sizeof(T);
+    const uintptr_t end_of_head = reinterpret_cast<uintptr_t>(block) + head;
     *trailing = reinterpret_cast<std::byte*>((end_of_head + kAlignment - 1) / kAlignment * kAlignment);
     return static_cast<T*>(block);
   }
@@ -49,10 +52,23 @@ struct TrailingBytesAllocator {
 }  // namespace
 
 std::shared_ptr<Storage> allocate_storage(size_t nbytes) {
+  if (nbytes >= detail::kCachedBlockMinBytes) {
+    const detail::CachedBlock block = detail::acquire_cached_block(nbytes);
+    try {
+      return std::make_shared<Storage>(block.data, nbytes, block.capacity);
+    } catch (...) {
+      detail::release_cached_block(block);
+      throw;
+    }
+  }
   std::byte* data = nullptr;
   auto storage = std::allocate_shared<Storage>(TrailingBytesAllocator<Storage>(nbytes, &data), nullptr, nbytes);
   storage->data = data;
   return storage;
+}
+
+Storage::~Storage() {
+  if (cached_capacity != 0) detail::release_cached_block({data, cached_capacity});
 }
 
 int64_t checked_numel(const Shape& shape, const char* op) {

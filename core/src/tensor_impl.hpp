@@ -13,15 +13,19 @@ struct Node;
 }
 
 // A tensor's bytes. Views created by `reshape` and `detach` share it. Made only by
-// allocate_storage: the shared_ptr's control block, this header and the bytes (64-byte aligned)
-// are one allocation.
+// allocate_storage: for small tensors the shared_ptr's control block, this header and the bytes
+// (64-byte aligned) are one allocation; large tensors' bytes are a block of the buffer cache
+// (memory/block_cache.hpp), which gets it back when the Storage dies.
 struct Storage {
-  Storage(void* data, size_t nbytes) : data(data), nbytes(nbytes) {}
+  Storage(void* data, size_t nbytes, size_t cached_capacity = 0)
+      : data(data), nbytes(nbytes), cached_capacity(cached_capacity) {}
+  ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
   void* data;
   size_t nbytes;
+  size_t cached_capacity;  // the cached block's size, or 0 when the bytes follow this header
 };
 
 // A new Storage of `nbytes` uninitialised bytes; std::bad_alloc when memory runs out.

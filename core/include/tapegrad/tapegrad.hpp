@@ -18,6 +18,7 @@
 #include "tapegrad/error.hpp"
 #include "tapegrad/gradcheck.hpp"
 #include "tapegrad/io.hpp"
+#include "tapegrad/memory.hpp"
 #include "tapegrad/parallel.hpp"
 #include "tapegrad/tensor.hpp"
 #include "tapegrad/nn.hpp"

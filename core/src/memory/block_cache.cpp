@@ -1,0 +1,128 @@
+// The cache of large tensor buffers: free lists per size class behind one mutex.
+//
+// Size classes are 8 steps per power of two (a block is at most 12.5% larger than asked), so
+// tensors of nearby sizes share blocks. Allocation and release are a few per training step, so
+// one mutex costs nothing measurable.
+#include "memory/block_cache.hpp"
+
+#include <bit>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+#include "tapegrad/memory.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+// An idle block is poisoned, so that AddressSanitizer still reports a use after free of a
+// tensor's buffer, which the cache would otherwise hide.
+#define TG_POISON_IDLE(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define TG_UNPOISON_IDLE(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define TG_POISON_IDLE(p, n) ((void)(p), (void)(n))
+#define TG_UNPOISON_IDLE(p, n) ((void)(p), (void)(n))
+#endif
+
+namespace tg {
+namespace detail {
+namespace {
+
+constexpr size_t kAlignment = 64;
+constexpr size_t kMaxIdleBytes = size_t{1} << 30;  // tapegrad/memory.hpp documents this limit
+constexpr int kStepsPerDoubling = 8;
+
+// The smallest class >= nbytes: a multiple of 1/8 of the power of two just below nbytes.
+size_t size_class(size_t nbytes) {
+  const size_t step = std::bit_floor(nbytes) / kStepsPerDoubling;
+  return (nbytes + step - 1) / step * step;
+}
+
+class BlockCache {
+ public:
+  CachedBlock acquire(size_t nbytes) {
+    const size_t capacity = size_class(nbytes);
+    {
+      std::lock_guard lock(mutex_);
+      auto it = idle_.find(capacity);
+      if (it != idle_.end() && !it->second.empty()) {
+        void* data = it->second.back();
+        it->second.pop_back();
+        idle_bytes_ -= capacity;
+        TG_UNPOISON_IDLE(data, capacity);
+        return {data, capacity};
+      }
+    }
+    void* data = std::aligned_alloc(kAlignment, capacity);  // capacity is a multiple of 64
+    if (data == nullptr) {
+      // Memory is short: give back what is idle and try once more.
+      release_all();
+      data = std::aligned_alloc(kAlignment, capacity);
+      if (data == nullptr) throw std::bad_alloc();
+    }
+    return {data, capacity};
+  }
+
+  void release(CachedBlock block) noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      if (idle_bytes_ + block.capacity <= kMaxIdleBytes) {
+        try {
+          idle_[block.capacity].push_back(block.data);
+          idle_bytes_ += block.capacity;
+          TG_POISON_IDLE(block.data, block.capacity);
+          return;
+        } catch (const std::bad_alloc&) {
+          // No room to remember the block: free it below.
+        }
+      }
+    }
+    std::free(block.data);
+  }
+
+  void release_all() noexcept {
+    std::unordered_map<size_t, std::vector<void*>> idle;
+    {
+      std::lock_guard lock(mutex_);
+      idle.swap(idle_);
+      idle_bytes_ = 0;
+    }
+    for (auto& [capacity, blocks] : idle)
+      for (void* data : blocks) {
+        TG_UNPOISON_IDLE(data, capacity);
+        std::free(data);
+      }
+  }
+
+  size_t idle_bytes() {
+    std::lock_guard lock(mutex_);
+    return idle_bytes_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> idle_;  // size class -> idle blocks of it
+  size_t idle_bytes_ = 0;
+};
+
+// Never destroyed: tensors in other static objects may die after this file's statics, and their
+// buffers must still find the cache (the OS reclaims the idle blocks at exit).
+BlockCache& cache() {
+  static BlockCache* instance = new BlockCache;
+  return *instance;
+}
+
+}  // namespace
+
+CachedBlock acquire_cached_block(size_t nbytes) { return cache().acquire(nbytes); }
+
+void release_cached_block(CachedBlock block) noexcept { cache().release(block); }
+
+}  // namespace detail
+
+size_t cached_memory_bytes() { return detail::cache().idle_bytes(); }
+
+void empty_cache() { detail::cache().release_all(); }
+
+}  // namespace tg
