@@ -75,31 +75,35 @@ void layer_norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* stat
                         double eps) {
   if (N == 0) return;
   const int64_t block_rows = std::clamp<int64_t>(kStatsBlockElements / N, 1, kStatsBlockRows);
-  for_each_chunk(row_chunks(M, N), M, [&](int64_t, int64_t m0, int64_t m1) {
-    for (int64_t b0 = m0; b0 < m1; b0 += block_rows) {
-      const int64_t rows = std::min(block_rows, m1 - b0);
-      double mean_d[kStatsBlockRows], var[kStatsBlockRows];
-      for (int64_t r = 0; r < rows; ++r) std::tie(mean_d[r], var[r]) = row_moments(x + (b0 + r) * N, N);
-      T rstd[kStatsBlockRows], shift[kStatsBlockRows];
-      for (int64_t r = 0; r < rows; ++r) {
-        const double row_rstd = 1.0 / std::sqrt(var[r] + eps);  // rstd = 1/√(σ² + ε)
-        rstd[r] = static_cast<T>(row_rstd);
-        shift[r] = static_cast<T>(-mean_d[r] * row_rstd);
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* x_row = x + (b0 + r) * N;
-        T* y_row = y + (b0 + r) * N;
-        const T x0 = x_row[0], a = rstd[r], c = shift[r];
-        for_each_lane<T>(N, [=](auto at) {
-          const auto x_hat = (at(x_row) - x0) * a + c;    // x̂ = (x − μ)·rstd
-          at.store(y_row, x_hat * at(gamma) + at(beta));  // y = x̂·γ + β
-        });
-        if (stats) {
-          stats[2 * (b0 + r)] = a;
-          stats[2 * (b0 + r) + 1] = c;
+  detail::with_streaming(detail::use_streaming_stores(y, M, N), [&](auto streaming) {
+    constexpr bool kStream = decltype(streaming)::value;
+    for_each_chunk(row_chunks(M, N), M, [&](int64_t, int64_t m0, int64_t m1) {
+      for (int64_t b0 = m0; b0 < m1; b0 += block_rows) {
+        const int64_t rows = std::min(block_rows, m1 - b0);
+        double mean_d[kStatsBlockRows], var[kStatsBlockRows];
+        for (int64_t r = 0; r < rows; ++r) std::tie(mean_d[r], var[r]) = row_moments(x + (b0 + r) * N, N);
+        T rstd[kStatsBlockRows], shift[kStatsBlockRows];
+        for (int64_t r = 0; r < rows; ++r) {
+          const double row_rstd = 1.0 / std::sqrt(var[r] + eps);  // rstd = 1/√(σ² + ε)
+          rstd[r] = static_cast<T>(row_rstd);
+          shift[r] = static_cast<T>(-mean_d[r] * row_rstd);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          const T* x_row = x + (b0 + r) * N;
+          T* y_row = y + (b0 + r) * N;
+          const T x0 = x_row[0], a = rstd[r], c = shift[r];
+          for_each_lane<T>(N, [=](auto at) {
+            const auto x_hat = (at(x_row) - x0) * a + c;                   // x̂ = (x − μ)·rstd
+            detail::put<kStream>(at, y_row, x_hat * at(gamma) + at(beta));  // y = x̂·γ + β
+          });
+          if (stats) {
+            stats[2 * (b0 + r)] = a;
+            stats[2 * (b0 + r) + 1] = c;
+          }
         }
       }
-    }
+      if constexpr (kStream) detail::streaming_fence();
+    });
   });
 }
 
@@ -128,7 +132,7 @@ inline constexpr int64_t kColumnBlock = 512;
 
 // Rows m .. m + R − 1 of the backward (R = 1 or 2): dx, and their dγ/dβ terms added into
 // block_sums: [2N] (dγ then dβ). Two rows share one read-modify-write of block_sums.
-template <int64_t R, typename T>
+template <int64_t R, bool kStream, typename T>
 void backward_rows(const T* dy, const T* x, const T* gamma, const T* stats, T* dx, T* block_sums, int64_t m,
                    int64_t N) {
   struct Row {
@@ -164,7 +168,7 @@ void backward_rows(const T* dy, const T* x, const T* gamma, const T* stats, T* d
     for (const Row& row : rows) {
       const auto d = at(row.dy);
       const auto x_hat = (at(row.x) - row.x0) * row.rstd + row.shift;
-      at.store(row.dx, d * at(gamma) * row.rstd + (x_hat * row.c1 + row.c0));
+      detail::put<kStream>(at, row.dx, d * at(gamma) * row.rstd + (x_hat * row.c1 + row.c0));
       dgamma_sum += d * x_hat;  // dγ += dy·x̂
       dbeta_sum += d;           // dβ += dy
     }
@@ -187,20 +191,24 @@ void layer_norm_backward(const T* dy, const T* x, const T* gamma, const T* stats
   const RowChunks chunks = row_chunks(M, N, kBackwardMinChunkElements);
   // partial: [chunks, 2N], per chunk N sums of dy·x̂ then N sums of dy, written only by that chunk.
   Scratch<double, 64> partial(chunks.count * 2 * N);
-  for_each_chunk(chunks, M, [&](int64_t chunk, int64_t m0, int64_t m1) {
-    double* chunk_sums = partial.data() + chunk * 2 * N;
-    Scratch<T, 64> block(2 * N);  // [2N]: dγ then dβ terms of the current row block
-    T* block_sums = block.data();
-    for (int64_t b0 = m0; b0 < m1; b0 += kRowBlock) {
-      const int64_t b1 = std::min(m1, b0 + kRowBlock);
-      std::fill(block_sums, block_sums + 2 * N, T(0));
-      int64_t m = b0;
-      for (; m + 2 <= b1; m += 2) backward_rows<2>(dy, x, gamma, stats, dx, block_sums, m, N);
-      if (m < b1) backward_rows<1>(dy, x, gamma, stats, dx, block_sums, m, N);
-      // The chunk's first block initialises its slot, later ones add to it.
-      for (int64_t j = 0; j < 2 * N; ++j)
-        chunk_sums[j] = (b0 == m0 ? 0.0 : chunk_sums[j]) + static_cast<double>(block_sums[j]);
-    }
+  detail::with_streaming(detail::use_streaming_stores(dx, M, N), [&](auto streaming) {
+    constexpr bool kStream = decltype(streaming)::value;
+    for_each_chunk(chunks, M, [&](int64_t chunk, int64_t m0, int64_t m1) {
+      double* chunk_sums = partial.data() + chunk * 2 * N;
+      Scratch<T, 64> block(2 * N);  // [2N]: dγ then dβ terms of the current row block
+      T* block_sums = block.data();
+      for (int64_t b0 = m0; b0 < m1; b0 += kRowBlock) {
+        const int64_t b1 = std::min(m1, b0 + kRowBlock);
+        std::fill(block_sums, block_sums + 2 * N, T(0));
+        int64_t m = b0;
+        for (; m + 2 <= b1; m += 2) backward_rows<2, kStream>(dy, x, gamma, stats, dx, block_sums, m, N);
+        if (m < b1) backward_rows<1, kStream>(dy, x, gamma, stats, dx, block_sums, m, N);
+        // The chunk's first block initialises its slot, later ones add to it.
+        for (int64_t j = 0; j < 2 * N; ++j)
+          chunk_sums[j] = (b0 == m0 ? 0.0 : chunk_sums[j]) + static_cast<double>(block_sums[j]);
+      }
+      if constexpr (kStream) detail::streaming_fence();
+    });
   });
   // dγ, dβ = Σ_chunk partial[chunk], chunks in order. Column blocks are independent (and may run
   // in parallel); within one, each chunk's slice is read contiguously.

@@ -10,7 +10,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 // Lanes pass vectors by value between inlined functions private to one file; in builds without
 // AVX-512 (TG_NATIVE=OFF) GCC would warn that a 64-byte vector argument has another ABI there.
@@ -50,8 +55,38 @@ struct VectorLane {
     return v;
   }
   void store(T* row, Vec v) const { std::memcpy(row + i, &v, sizeof v); }
+  // A non-temporal store (straight to memory, no read of the line first) for a full vector at a
+  // 64-byte aligned address; a plain store where AVX-512 is not available or for tail vectors.
+  // After streaming, a kernel calls streaming_fence() before its results may be read.
+  void stream(T* row, Vec v) const {
+#if defined(__AVX512F__)
+    if constexpr (Bytes == 64 && std::is_same_v<T, float>) {
+      _mm512_stream_ps(row + i, reinterpret_cast<__m512>(v));
+      return;
+    } else if constexpr (Bytes == 64 && std::is_same_v<T, double>) {
+      _mm512_stream_pd(row + i, reinterpret_cast<__m512d>(v));
+      return;
+    }
+#endif
+    store(row, v);
+  }
   static T reduce(Vec v) { return reduce_add<T, kWidth>(v); }
 };
+
+// Orders a chunk's streaming stores before whatever follows (the end of the parallel loop, which
+// publishes the results): non-temporal stores are not ordered by the usual x86 store ordering.
+inline void streaming_fence() {
+#if defined(__AVX512F__)
+  _mm_sfence();
+#endif
+}
+
+// Writes v to a lane of row: a streaming store when kStream, else a plain one.
+template <bool kStream, typename Lane, typename T, typename V>
+void put(const Lane& at, T* row, V v) {
+  if constexpr (kStream) at.stream(row, v);
+  else at.store(row, v);
+}
 
 // Element i, for the last elements of a row.
 template <typename T>
@@ -59,8 +94,29 @@ struct ScalarLane {
   int64_t i;
   T operator()(const T* row) const { return row[i]; }
   void store(T* row, T v) const { row[i] = v; }
+  void stream(T* row, T v) const { row[i] = v; }
   static T reduce(T v) { return v; }
 };
+
+// An output of at least this many bytes is written with streaming stores: it does not fit in the
+// caches anyway, and a plain store would first read every line it writes (a third more traffic
+// for LayerNorm's forward, which reads x and writes y).
+inline constexpr int64_t kStreamingMinBytes = int64_t{16} << 20;
+
+// Whether an [M, N] output at `out` is written with streaming stores: large enough, and every row
+// starts 64-byte aligned, so that rows are whole aligned vectors with no tail.
+template <typename T>
+bool use_streaming_stores(const T* out, int64_t M, int64_t N) {
+  return M * N * static_cast<int64_t>(sizeof(T)) >= kStreamingMinBytes && N * sizeof(T) % 64 == 0 &&
+         reinterpret_cast<uintptr_t>(out) % 64 == 0;
+}
+
+// f(std::bool_constant<b>{}): a kernel is compiled once with streaming stores and once without.
+template <typename F>
+void with_streaming(bool stream, const F& f) {
+  if (stream) f(std::true_type{});
+  else f(std::false_type{});
+}
 
 // The tail of a row, [i, n) with n − i < one 64-byte vector: one 32-byte vector, one 16-byte
 // vector, then single elements, as far as each fits (rows of 4 or 8 floats need no scalar code).

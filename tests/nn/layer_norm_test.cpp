@@ -1,5 +1,7 @@
 // LayerNorm: PyTorch fixtures, the seed-001 notebook values, gradcheck, equality with LayerNorm
 // composed from core ops, PyTorch's edge cases, float32 robustness and thread-count determinism.
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "nn_test_util.hpp"
@@ -277,7 +279,8 @@ TEST_CASE("a constant row (zero variance) gives finite outputs and gradients", "
 TEST_CASE("layer_norm forward and backward are bitwise identical for 1, 2, 3 and 8 threads",
           "[layer_norm][determinism]") {
   const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64);
-  const Shape shape = GENERATE(Shape{4096, 256}, Shape{64, 65536 / 16});
+  // [4096, 1024] is written with streaming stores (16 MiB and more), the others with plain ones.
+  const Shape shape = GENERATE(Shape{4096, 256}, Shape{64, 65536 / 16}, Shape{4096, 1024});
   CAPTURE(dtype, shape);
   tg::manual_seed(17);
   const Tensor x_values = tg::randn(shape, dtype) * 2.0 + 0.5;
@@ -291,4 +294,41 @@ TEST_CASE("layer_norm forward and backward are bitwise identical for 1, 2, 3 and
         {"y", bytes(y)}, {"dx", bytes(x.grad())}, {"dγ", bytes(w.grad())}, {"dβ", bytes(b.grad())}};
   };
   require_bitwise_identical_across_threads(run);
+}
+
+TEST_CASE("rows of a large output (streaming stores) equal the same rows normalised in a small tensor",
+          "[layer_norm][streaming]") {
+  // y and dx of [4096, 1024] (16 MiB in float32) bypass the caches; a [16, 1024] slice does not.
+  // Each row's y and dx depend only on that row, so both must agree bit for bit.
+  const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64);
+  CAPTURE(dtype);
+  constexpr int64_t M = 4096, N = 1024, kSlice = 16;
+  tg::manual_seed(23);
+  const Tensor x_values = tg::randn({M, N}, dtype) * 3.0 - 1.0;
+  const Tensor dy = tg::randn({M, N}, dtype);
+  const Tensor w_values = tg::randn({N}, dtype), b_values = tg::randn({N}, dtype);
+
+  Tensor x = leaf(x_values), w = leaf(w_values), b = leaf(b_values);
+  Tensor y = F::layer_norm(x, {N}, w, b, 1e-5);
+  y.backward(dy);
+  const auto y_bytes = bytes(y), dx_bytes = bytes(x.grad());
+
+  const size_t row_bytes = N * element_size(dtype);
+  // rows [first, first + kSlice) of a [M, N] tensor, as a new [kSlice, N] tensor
+  auto rows = [&](const Tensor& t, int64_t first) {
+    Tensor out = tg::empty({kSlice, N}, dtype);
+    const auto all = bytes(t);
+    if (dtype == tg::kFloat32) std::memcpy(out.mutable_data<float>(), all.data() + first * row_bytes, kSlice * row_bytes);
+    else std::memcpy(out.mutable_data<double>(), all.data() + first * row_bytes, kSlice * row_bytes);
+    return out;
+  };
+  for (const int64_t first : {int64_t{0}, M / 2 + 3, M - kSlice}) {
+    CAPTURE(first);
+    Tensor x_slice = leaf(rows(x_values, first)), w_slice = leaf(w_values), b_slice = leaf(b_values);
+    Tensor y_slice = F::layer_norm(x_slice, {N}, w_slice, b_slice, 1e-5);
+    y_slice.backward(rows(dy, first));
+    const auto expected_y = bytes(y_slice), expected_dx = bytes(x_slice.grad());
+    REQUIRE(std::equal(expected_y.begin(), expected_y.end(), y_bytes.begin() + first * row_bytes));
+    REQUIRE(std::equal(expected_dx.begin(), expected_dx.end(), dx_bytes.begin() + first * row_bytes));
+  }
 }
