@@ -71,3 +71,51 @@ TEST_CASE("gradcheck: matmul where only one operand requires grad", "[core][matm
   TG_REQUIRE_GRADCHECK([](const std::vector<Tensor>& in) { return tg::matmul(in[1], in[0]); },
                        (std::vector<Tensor>{tg::testing::random_leaf({4, 2}), tg::randn({3, 4}, tg::kFloat64)}));
 }
+
+TEST_CASE("matmul and its gradients agree with a plain sum on shapes that take each GEMM kernel",
+          "[core][matmul]") {
+  // The forward is C = A·B, the backward dA = dC·Bᵀ and dB = Aᵀ·dC: three operand layouts. Small
+  // products run on Eigen, larger ones on BLIS (TG_GEMM=blis), the largest in two parallel tiles.
+  // Each result must be within the rounding bound of a K-term sum: |error| ≤ K·u·Σ|a·b|.
+  struct Sizes {
+    int64_t M, K, N;
+  };
+  const Sizes s = GENERATE(Sizes{3, 5, 4}, Sizes{64, 32, 64}, Sizes{67, 33, 129}, Sizes{300, 200, 250});
+  const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64);
+  CAPTURE(s.M, s.K, s.N, dtype);
+  const double unit_roundoff = dtype == tg::kFloat32 ? 0x1p-24 : 0x1p-53;
+  tg::manual_seed(37);
+  Tensor a = tg::randn({s.M, s.K}, dtype).requires_grad_();
+  Tensor b = tg::randn({s.K, s.N}, dtype).requires_grad_();
+  const Tensor dc = tg::randn({s.M, s.N}, dtype);
+  const Tensor c = tg::matmul(a, b);
+  c.backward(dc);
+
+  // X[rows, cols] with X(i, j) = Σ_k P(i, k)·Q(k, j), checked against `actual` element by element.
+  auto check_product = [&](const char* what, const Tensor& actual, int64_t rows, int64_t cols, int64_t inner,
+                           auto p, auto q) {
+    INFO(what);
+    const std::vector<double> got = actual.to(tg::kFloat64).to_vector<double>();
+    REQUIRE(static_cast<int64_t>(got.size()) == rows * cols);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        double sum = 0.0, magnitude = 0.0;
+        for (int64_t k = 0; k < inner; ++k) {
+          sum += p(i, k) * q(k, j);
+          magnitude += std::abs(p(i, k) * q(k, j));
+        }
+        wrong += std::abs(got[i * cols + j] - sum) > static_cast<double>(inner) * unit_roundoff * magnitude + 1e-300;
+      }
+    REQUIRE(wrong == 0);
+  };
+  const std::vector<double> av = a.detach().to(tg::kFloat64).to_vector<double>();
+  const std::vector<double> bv = b.detach().to(tg::kFloat64).to_vector<double>();
+  const std::vector<double> dcv = dc.to(tg::kFloat64).to_vector<double>();
+  auto A = [&](int64_t i, int64_t k) { return av[i * s.K + k]; };
+  auto B = [&](int64_t k, int64_t j) { return bv[k * s.N + j]; };
+  auto dC = [&](int64_t i, int64_t j) { return dcv[i * s.N + j]; };
+  check_product("C = A·B", c, s.M, s.N, s.K, A, B);
+  check_product("dA = dC·Bᵀ", a.grad(), s.M, s.K, s.N, dC, [&](int64_t j, int64_t k) { return B(k, j); });
+  check_product("dB = Aᵀ·dC", b.grad(), s.K, s.N, s.M, [&](int64_t k, int64_t i) { return A(i, k); }, dC);
+}

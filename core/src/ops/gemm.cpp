@@ -29,9 +29,12 @@ constexpr int64_t kMaxTiles = 2;
 // tiles stay large: the packing then costs ~1/kMinTileSize of the multiply.
 constexpr int64_t kMinTileSize = 256;
 #ifdef TG_HAVE_BLIS
-// From about 160³ multiply-adds on, BLIS's packed kernels beat Eigen's (1.25-1.35x on the tiles of
-// the 1024³ training step); below, Eigen's lighter set-up wins (BLIS at 16³-64³: 0.3-0.7x Eigen).
-constexpr int64_t kBlisFlops = int64_t{1} << 22;
+// Where BLIS's packed kernels beat Eigen's (single thread, float32, measured on the target
+// machine): with op(B) = B from about 32³ multiply-adds (dW = dyᵀ·x at 64×32×64: 1.5x; 1024³
+// tiles: 1.25-1.35x); with op(B) = Bᵀ, whose packing costs BLIS more, only from about 160³ (at
+// 64³ BLIS reaches 0.65-0.85x Eigen). Below, Eigen's lighter set-up wins (16³: BLIS 0.4x).
+constexpr int64_t kBlisFlops = int64_t{1} << 15;
+constexpr int64_t kBlisFlopsTransB = int64_t{1} << 22;
 #endif
 
 // C[M, N] (+)= op(A)·op(B) on one thread. lda/ldb/ldc are the row strides of the stored matrices.
@@ -39,7 +42,7 @@ template <typename T>
 void serial_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
                  int64_t ldb, T* C, int64_t ldc, bool accumulate) {
 #ifdef TG_HAVE_BLIS
-  if (M * N * K >= kBlisFlops) {
+  if (M * N * K >= (trans_b ? kBlisFlopsTransB : kBlisFlops)) {
     // BLIS addresses element (i, j) as i·rs + j·cs, so a row-major matrix is (rs, cs) = (ld, 1).
     // A local runtime of one thread: BLIS never starts threads of its own (oneTBB owns the cores),
     // and BLIS is reentrant, so tiles run concurrently. One serial call per tile computes the same
