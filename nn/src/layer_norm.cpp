@@ -48,10 +48,11 @@ using detail::RowChunks;
 template <typename T>
 std::pair<double, double> row_moments(const T* x_row, int64_t N) {
   const T x0 = x_row[0];
-  const auto [sum_d, sum_d2] = lane_sums<T>(N, [=](auto at) {
+  const detail::SumPair sums = lane_sums<T>(N, [=](auto at) {
     const auto d = at(x_row) - x0;  // d = x − x₀
     return std::pair{d, d * d};
   });
+  const double sum_d = sums[0], sum_d2 = sums[1];
   const double inv_n = 1.0 / static_cast<double>(N);
   const double mean_d = sum_d * inv_n;                                                // μ − x₀
   return {mean_d, std::max(sum_d2 * inv_n - mean_d * mean_d, 0.0)};  // σ² = E[d²] − E[d]²
@@ -152,11 +153,12 @@ void backward_rows(const T* dy, const T* x, const T* gamma, const T* stats, T* d
     row.rstd = stats[2 * (m + k)];
     row.shift = stats[2 * (m + k) + 1];
     // Σg and Σg·x̂, g = dy·γ
-    const auto [sum_g, sum_gx] = lane_sums<T>(N, [=](auto at) {
+    const detail::SumPair sums = lane_sums<T>(N, [=](auto at) {
       const auto g = at(row.dy) * at(gamma);
       const auto x_hat = (at(row.x) - row.x0) * row.rstd + row.shift;
       return std::pair{g, g * x_hat};
     });
+    const double sum_g = sums[0], sum_gx = sums[1];
     // dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) = g·rstd + x̂·c1 + c0
     row.c0 = static_cast<T>(-static_cast<double>(row.rstd) * sum_g * inv_n);
     row.c1 = static_cast<T>(-static_cast<double>(row.rstd) * sum_gx * inv_n);
