@@ -168,7 +168,7 @@ static_assert(kAccumulators == 4, "lane_sums adds its four accumulators by name"
 
 // Two double sums side by side in one register: lane_sums returns {Σa, Σb} as this, not as a
 // std::pair, which GCC returned through a stack slot (a 16-byte store, then two 8-byte loads
-// that wait for it: ~20% of the forward on rows of 64 floats, as each row's statistics stalled).
+// that wait for it: the hottest instruction of the forward on rows of 64 floats, once per row).
 typedef double SumPair __attribute__((vector_size(16)));
 
 template <typename T, typename Terms>
