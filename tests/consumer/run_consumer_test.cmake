@@ -1,8 +1,15 @@
-# Installs the built tapegrad into a prefix, then configures, builds and runs tests/consumer
-# against it. Every step's failure fails the test.
-#   cmake -DTG_BUILD_DIR=... -DTG_PREFIX=... -DTG_CONSUMER_SOURCE=... -DTG_CONSUMER_BUILD=...
-#         -DTG_BUILD_TYPE=... -DTG_CXX_COMPILER=... -P run_consumer_test.cmake
-foreach(var TG_BUILD_DIR TG_PREFIX TG_CONSUMER_SOURCE TG_CONSUMER_BUILD TG_BUILD_TYPE TG_CXX_COMPILER)
+# Configures, builds and runs tests/consumer against tapegrad, one of two ways:
+#   installed:     TG_BUILD_DIR and TG_PREFIX set: installs the built tapegrad into the prefix and
+#                  the consumer finds it with find_package;
+#   add_subdirectory: TG_SOURCE_DIR set: the consumer adds tapegrad's source tree as a subproject.
+# Every step's failure fails the test.
+#   cmake [-DTG_BUILD_DIR=... -DTG_PREFIX=... | -DTG_SOURCE_DIR=...] -DTG_CONSUMER_SOURCE=...
+#         -DTG_CONSUMER_BUILD=... -DTG_BUILD_TYPE=... -DTG_CXX_COMPILER=... -P run_consumer_test.cmake
+set(required TG_CONSUMER_SOURCE TG_CONSUMER_BUILD TG_BUILD_TYPE TG_CXX_COMPILER)
+if(NOT DEFINED TG_SOURCE_DIR)
+  list(APPEND required TG_BUILD_DIR TG_PREFIX)
+endif()
+foreach(var ${required})
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
     message(FATAL_ERROR "run_consumer_test.cmake: ${var} is not set")
   endif()
@@ -16,12 +23,17 @@ function(run_step name)
   endif()
 endfunction()
 
-file(REMOVE_RECURSE "${TG_PREFIX}" "${TG_CONSUMER_BUILD}")
-run_step(install "${CMAKE_COMMAND}" --install "${TG_BUILD_DIR}" --prefix "${TG_PREFIX}" --config "${TG_BUILD_TYPE}")
-run_step(configure "${CMAKE_COMMAND}" -S "${TG_CONSUMER_SOURCE}" -B "${TG_CONSUMER_BUILD}"
-         "-DCMAKE_PREFIX_PATH=${TG_PREFIX}" "-DCMAKE_BUILD_TYPE=${TG_BUILD_TYPE}"
-         "-DCMAKE_CXX_COMPILER=${TG_CXX_COMPILER}")
-run_step(build "${CMAKE_COMMAND}" --build "${TG_CONSUMER_BUILD}" --config "${TG_BUILD_TYPE}")
+file(REMOVE_RECURSE "${TG_CONSUMER_BUILD}")
+if(DEFINED TG_SOURCE_DIR)
+  set(locate "-DTG_SOURCE_DIR=${TG_SOURCE_DIR}")
+else()
+  file(REMOVE_RECURSE "${TG_PREFIX}")
+  run_step(install "${CMAKE_COMMAND}" --install "${TG_BUILD_DIR}" --prefix "${TG_PREFIX}" --config "${TG_BUILD_TYPE}")
+  set(locate "-DCMAKE_PREFIX_PATH=${TG_PREFIX}")
+endif()
+run_step(configure "${CMAKE_COMMAND}" -S "${TG_CONSUMER_SOURCE}" -B "${TG_CONSUMER_BUILD}" ${locate}
+         "-DCMAKE_BUILD_TYPE=${TG_BUILD_TYPE}" "-DCMAKE_CXX_COMPILER=${TG_CXX_COMPILER}")
+run_step(build "${CMAKE_COMMAND}" --build "${TG_CONSUMER_BUILD}" --config "${TG_BUILD_TYPE}" --parallel)
 # Single-config generators put app in the build dir; multi-config ones in a per-config subdir.
 set(app "${TG_CONSUMER_BUILD}/app")
 if(NOT EXISTS "${app}")

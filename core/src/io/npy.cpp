@@ -9,7 +9,7 @@
 
 #include "dispatch.hpp"
 #include "io/file.hpp"
-#include "tapegrad/io.hpp"
+#include "tapegrad/npy.hpp"
 #include "tensor_impl.hpp"
 
 namespace tg {

@@ -1,4 +1,4 @@
-#include "io/crc32c.hpp"
+#include "crc32c.hpp"
 
 #include <array>
 #include <cstring>

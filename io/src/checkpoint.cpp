@@ -9,7 +9,7 @@
 #include <set>
 
 #include "io/file.hpp"
-#include "io/safetensors.hpp"
+#include "safetensors.hpp"
 #include "tapegrad/autograd.hpp"
 
 namespace tg {

@@ -17,7 +17,7 @@
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/error.hpp"
 #include "tapegrad/gradcheck.hpp"
-#include "tapegrad/io.hpp"
+#include "tapegrad/npy.hpp"
 #include "tapegrad/memory.hpp"
 #include "tapegrad/parallel.hpp"
 #include "tapegrad/tensor.hpp"

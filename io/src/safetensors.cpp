@@ -1,4 +1,4 @@
-#include "io/safetensors.hpp"
+#include "safetensors.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dispatch.hpp"
-#include "io/crc32c.hpp"
+#include "crc32c.hpp"
 
 namespace tg::detail {
 
