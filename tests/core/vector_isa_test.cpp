@@ -1,5 +1,6 @@
 // The vector level of the row kernels: TG_CPU_ISA's values, refusal of a level the CPU lacks,
 // and the reduction kernel at every level the CPU has, against a plain double sum.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -105,4 +106,17 @@ TEST_CASE("sums at every vector level equal a plain sum and each other, bit for 
       }
     REQUIRE(std::memcmp(got.data(), first.data(), sizeof(double) * got.size()) == 0);
   }
+}
+
+TEST_CASE("cpu_info names the row kernels' level and every value TG_CPU_ISA accepts here", "[core][vector_isa]") {
+  const tg::CpuInfo info = tg::cpu_info();
+  CHECK(info.row_kernel_isa == tg::detail::name(tg::detail::vector_isa()));
+  REQUIRE(!info.row_kernel_isas.empty());
+  CHECK(info.row_kernel_isas.front() == "auto");
+  for (VectorIsa isa : {VectorIsa::v2, VectorIsa::v3, VectorIsa::avx512}) {
+    const bool listed = std::find(info.row_kernel_isas.begin(), info.row_kernel_isas.end(), tg::detail::name(isa)) !=
+                        info.row_kernel_isas.end();
+    CHECK(listed == tg::detail::cpu_supports(isa));
+  }
+  CHECK_THAT(tg::to_string(info), Catch::EndsWith("; row kernels " + info.row_kernel_isa));
 }
