@@ -153,7 +153,7 @@ void SGD::update(size_t group, Tensor& param, const Tensor& grad, ParamState& st
     buffer = &it->second;
     first_step = inserted;
   }
-  detail::dispatch(param.dtype(), [&]<typename T>() {
+  detail::dispatch_floating("SGD.step", param.dtype(), [&]<typename T>() {
     const SGDCoefficients<T> coefficients{
         .lr = static_cast<T>(options.lr),
         .momentum = static_cast<T>(options.momentum),
