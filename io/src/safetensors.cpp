@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
+#include "convert.hpp"
 #include "dispatch.hpp"
 #include "crc32c.hpp"
 
@@ -18,7 +21,21 @@ constexpr size_t kLengthBytes = 8;
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the limit the reference implementation sets
 constexpr const char* kChecksumKey = "tapegrad.crc32c";
 
-const char* dtype_name(DType dtype) { return dtype == kFloat32 ? "F32" : "F64"; }
+// safetensors' names for tapegrad's dtypes (BOOL is one byte per element, as in PyTorch).
+constexpr std::pair<DType, const char*> kDTypeNames[] = {
+    {kFloat32, "F32"}, {kFloat64, "F64"}, {kInt64, "I64"}, {kBool, "BOOL"}};
+
+const char* dtype_name(DType dtype) {
+  for (const auto& [type, name] : kDTypeNames)
+    if (type == dtype) return name;
+  throw Error(concat("save: no safetensors dtype for ", dtype));
+}
+
+std::optional<DType> dtype_from_name(const std::string& name) {
+  for (const auto& [type, known] : kDTypeNames)
+    if (name == known) return type;
+  return std::nullopt;
+}
 
 std::string hex(uint32_t value) {
   char text[9];
@@ -96,8 +113,9 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
     const json& offsets = entry["data_offsets"];
     if (!dtype.is_string()) throw malformed("has a non-string dtype");
     const std::string dtype_text = dtype.get<std::string>();
-    check(dtype_text == "F32" || dtype_text == "F64", op, "'", source, "': tensor '", name, "' has dtype ", dtype_text,
-          "; tapegrad reads F32 and F64");
+    const std::optional<DType> type = dtype_from_name(dtype_text);
+    check(type.has_value(), op, "'", source, "': tensor '", name, "' has dtype ", dtype_text,
+          "; tapegrad reads F32, F64, I64 and BOOL");
     if (!shape_json.is_array()) throw malformed("has a shape that is not a list");
     Shape shape;
     for (const json& size : shape_json) {
@@ -107,15 +125,15 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
       throw malformed("needs data_offsets [begin, end]");
     const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-    const DType type = dtype_text == "F32" ? kFloat32 : kFloat64;
     const int64_t numel = checked_numel(shape, op);
     check(begin <= end && end <= data.size(), op, "'", source, "': tensor '", name, "' has data_offsets [", begin, ", ",
           end, "] outside the ", data.size(), "-byte data section (truncated file?)");
-    check(end - begin == static_cast<uint64_t>(numel) * element_size(type), op, "'", source, "': tensor '", name,
-          "' of shape ", shape, " and dtype ", dtype_text, " needs ", static_cast<uint64_t>(numel) * element_size(type),
+    check(end - begin == static_cast<uint64_t>(numel) * element_size(*type), op, "'", source, "': tensor '", name,
+          "' of shape ", shape, " and dtype ", dtype_text, " needs ", static_cast<uint64_t>(numel) * element_size(*type),
           " bytes, its data_offsets span ", end - begin);
-    Tensor tensor = make_tensor(shape, type, op);
+    Tensor tensor = make_tensor(shape, *type, op);
     if (end > begin) std::memcpy(tensor.impl()->storage->data, data.data() + begin, end - begin);
+    if (*type == kBool) normalize_bools(tensor);
     contents.tensors[name] = tensor;
     extents.push_back({begin, end, name});
   }
