@@ -129,7 +129,7 @@ Tensor& trunc_normal_(Tensor& tensor, double mean, double std, double a, double 
   // erf(z/√2) = 2Φ(z) − 1, so u ~ U(2Φ(α) − 1, 2Φ(β) − 1) maps to z = √2·erf⁻¹(u) ~ N(0, 1) on [α, β].
   uniform_(tensor, 2 * cdf_low - 1, 2 * cdf_high - 1, generator);
   const double scale = std * std::sqrt(2.0);
-  tg::detail::dispatch(tensor.dtype(), [&]<typename T>() {
+  tg::detail::dispatch_floating("trunc_normal_", tensor.dtype(), [&]<typename T>() {
     // In T step by step, as PyTorch's erfinv_, mul_, add_ and clamp_ are.
     T* values = tensor.mutable_data<T>();
     for (int64_t i = 0; i < tensor.numel(); ++i) {

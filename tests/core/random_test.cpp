@@ -196,6 +196,42 @@ TEST_CASE("random: bernoulli_ masks and dropout's mask equal torch's", "[core][r
   }
 }
 
+TEST_CASE("random: randint and randperm equal torch's", "[core][random]") {
+  struct RandintCase {
+    const char* name;
+    int64_t low, high, size;
+  };
+  for (const RandintCase& r : {RandintCase{"randint_20_0_10", 0, 10, 20}, RandintCase{"randint_7_5_5", -5, 5, 7},
+                               RandintCase{"randint_5_0_8589934592", 0, int64_t{1} << 33, 5},  // two words each
+                               RandintCase{"randint_3_3_4", 3, 4, 3}}) {
+    INFO(r.name);
+    const auto& c = random_case(r.name);
+    tg::manual_seed(case_seed(c));
+    const Tensor values = tg::randint(r.low, r.high, {r.size});
+    REQUIRE(values.dtype() == tg::kInt64);
+    CHECK(values.to_vector<int64_t>() == c.ints("values"));
+  }
+  {
+    // In float64 the same integers, and randint(high, shape) starts at 0.
+    const auto& c = random_case("randint_20_0_10");
+    tg::manual_seed(case_seed(c));
+    const std::vector<double> as_double = tg::randint(10, {20}, tg::kFloat64).to_vector<double>();
+    CHECK(std::vector<int64_t>(as_double.begin(), as_double.end()) == c.ints("values"));
+  }
+  for (int64_t n : {0, 1, 2, 5, 10, 100, 1000}) {
+    INFO("randperm(" << n << ")");
+    const auto& c = random_case("randperm_" + std::to_string(n));
+    tg::manual_seed(case_seed(c));
+    CHECK(tg::randperm(n).to_vector<int64_t>() == c.ints("values"));
+    tg::Generator gen(case_seed(c));
+    CHECK(tg::randperm(n, gen).to_vector<int64_t>() == c.ints("values"));
+  }
+  REQUIRE_TG_ERROR(tg::randint(5, 5, {2}), Catch::Contains("randint") && Catch::Contains("low < high"));
+  REQUIRE_TG_ERROR(tg::randint(0, (int64_t{1} << 24) + 2, {2}, tg::kFloat32), Catch::Contains("randint"));
+  REQUIRE_TG_ERROR(tg::randint(0, 2, {2}, tg::kBool), Catch::Contains("randint") && Catch::Contains("bool"));
+  REQUIRE_TG_ERROR(tg::randperm(-1), Catch::Contains("randperm") && Catch::Contains("-1"));
+}
+
 TEST_CASE("Generator: get_state / set_state and copies replay the same draws", "[core][random]") {
   tg::Generator gen(2024);
   (void)tg::randn({5}, gen, tg::kFloat64);  // 5 normals: a cached one is part of the state now
@@ -249,4 +285,6 @@ TEST_CASE("random: bad arguments throw tg::Error naming the operation", "[core][
   Tensor leaf = tg::zeros({2}).requires_grad_();
   REQUIRE_TG_ERROR(leaf.bernoulli_(0.5), Catch::Contains("bernoulli_") && Catch::Contains("requires grad"));
   REQUIRE_TG_ERROR(Tensor().normal_(), Catch::Contains("normal_") && Catch::Contains("undefined"));
+  Tensor integers = tg::zeros({2}, tg::kInt64);
+  REQUIRE_TG_ERROR(integers.normal_(), Catch::Contains("normal_") && Catch::Contains("int64"));
 }
