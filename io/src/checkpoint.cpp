@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <set>
+#include <string_view>
 
 #include "io/file.hpp"
 #include "safetensors.hpp"
@@ -19,6 +21,7 @@ namespace {
 constexpr const char* kVersionKey = "tapegrad.format_version";
 constexpr const char* kOptimizerKey = "tapegrad.optimizer";
 constexpr const char* kBufferPrefix = "optimizer.momentum_buffer.";
+constexpr const char* kTapegradPrefix = "tapegrad.";
 
 std::string number(double value) {
   char text[32];
@@ -33,33 +36,96 @@ std::string required(const detail::Metadata& metadata, const std::string& key, c
   return it->second;
 }
 
+[[noreturn]] void malformed(const std::string& text, const std::string& key, const std::string& path,
+                            const char* expected) {
+  throw Error(detail::concat("load: '", path, "' has a malformed '", key, "': \"", text, "\" (expected ", expected,
+                             ")"));
+}
+
+// Strict parsers: they accept what save writes (and JSON spells numbers the same way), nothing
+// looser. strtod alone would read "0x10", " 1" or "inf".
+bool is_digits(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// -?digits(.digits)?([eE][+-]?digits)?
+bool is_decimal(std::string_view text) {
+  if (text.starts_with('-')) text.remove_prefix(1);
+  const size_t exponent = text.find_first_of("eE");
+  if (exponent != std::string_view::npos) {
+    std::string_view power = text.substr(exponent + 1);
+    if (power.starts_with('+') || power.starts_with('-')) power.remove_prefix(1);
+    if (!is_digits(power)) return false;
+    text = text.substr(0, exponent);
+  }
+  const size_t point = text.find('.');
+  if (point != std::string_view::npos && !is_digits(text.substr(point + 1))) return false;
+  return is_digits(text.substr(0, point));
+}
+
 double parse_number(const std::string& text, const std::string& key, const std::string& path) {
-  char* end = nullptr;
+  if (!is_decimal(text)) malformed(text, key, path, "a decimal number");
   errno = 0;
-  const double value = std::strtod(text.c_str(), &end);
-  check(!text.empty() && end == text.c_str() + text.size() && errno == 0, "load", "'", path, "' has a malformed '",
-        key, "': \"", text, "\"");
+  const double value = std::strtod(text.c_str(), nullptr);
+  if (errno != 0 || !std::isfinite(value)) malformed(text, key, path, "a finite number");
   return value;
+}
+
+int64_t parse_count(const std::string& text, const std::string& key, const std::string& path) {
+  // At most 18 digits: every such number fits int64_t. No leading zeros: one spelling per value.
+  if (!is_digits(text) || text.size() > 18 || (text.size() > 1 && text[0] == '0'))
+    malformed(text, key, path, "a non-negative integer");
+  return std::stoll(text);
+}
+
+bool parse_bool(const std::string& text, const std::string& key, const std::string& path) {
+  if (text != "true" && text != "false") malformed(text, key, path, "true or false");
+  return text == "true";
 }
 
 detail::SafetensorsContents read_checkpoint(const std::string& path) {
   detail::SafetensorsContents contents = detail::decode_safetensors(detail::read_file(path, "load"), path, "load");
-  // Files written elsewhere (PyTorch's safetensors) carry no version: they are plain weights.
-  if (auto it = contents.metadata.find(kVersionKey); it != contents.metadata.end()) {
-    const double version = parse_number(it->second, kVersionKey, path);
-    check(version <= kCheckpointFormatVersion, "load", "'", path, "' was written in checkpoint format version ",
-          it->second, ", newer than the version ", kCheckpointFormatVersion, " this tapegrad reads; update tapegrad");
+  auto it = contents.metadata.find(kVersionKey);
+  if (it == contents.metadata.end()) {
+    // Files written elsewhere (PyTorch's safetensors) carry no version: they are plain weights.
+    // tapegrad's keys without a version are a damaged checkpoint, not such a file.
+    for (const auto& [key, value] : contents.metadata)
+      check(!key.starts_with(kTapegradPrefix), "load", "'", path, "' has the tapegrad metadata '", key, "' but no '",
+            kVersionKey, "' (corrupted?)");
+    return contents;
   }
+  const int64_t version = parse_count(it->second, kVersionKey, path);
+  check(version <= kCheckpointFormatVersion, "load", "'", path, "' was written in checkpoint format version ",
+        version, ", newer than the version ", kCheckpointFormatVersion, " this tapegrad reads; update tapegrad");
+  check(version >= 1, "load", "'", path, "' has checkpoint format version 0, which never existed (corrupted?)");
+  // Version 1 checksummed the data, version 2 the whole file; decode_safetensors verified
+  // whichever is present, and a checkpoint must carry the one of its version.
+  const char* checksum = version == 1 ? detail::kDataChecksumKey : detail::kFileChecksumKey;
+  check(contents.metadata.count(checksum) > 0, "load", "'", path, "' has no '", checksum,
+        "', which every checkpoint of format version ", version, " records (corrupted?)");
   return contents;
+}
+
+// Parameter and buffer names are the file's keys: they must be unique, and "__metadata__" is
+// the safetensors header's own. Checked before anything is written or changed.
+void check_names(const detail::NamedTensors& tensors, const char* op) {
+  std::set<std::string_view> seen;
+  for (const auto& [name, tensor] : tensors) {
+    check(name != "__metadata__", op, "a tensor may not be named '__metadata__': safetensors reserves it");
+    check(seen.insert(name).second, op, "two tensors are named '", name,
+          "'; rename a parameter or child module so that every dotted name is unique");
+  }
 }
 
 // The model's parameters as stored in the file, converted to each parameter's dtype; validated
 // completely (missing, unexpected and wrong-shape tensors) before anything is changed.
 std::vector<Tensor> matching_values(nn::Module& model, const detail::SafetensorsContents& contents,
                                     const std::string& path) {
+  const detail::NamedTensors named = model.named_parameters();
+  check_names(named, "load");
   std::set<std::string> known;
   std::vector<Tensor> values;
-  for (const auto& [name, parameter] : model.named_parameters()) {
+  for (const auto& [name, parameter] : named) {
     auto it = contents.tensors.find(name);
     check(it != contents.tensors.end(), "load", "'", path, "' has no tensor for the parameter '", name, "'");
     check(it->second.shape() == parameter.shape(), "load", "'", path, "': parameter '", name, "' has shape ",
@@ -94,20 +160,31 @@ std::vector<std::string> optimizer_parameter_names(nn::Module& model, const opti
   return names;
 }
 
+// Memory exhaustion leaves a public save or load as tg::Error, like every other failure.
+[[noreturn]] void out_of_memory(const char* op, const std::string& path) {
+  throw Error(detail::concat(op, ": out of memory while working on '", path, "'"));
+}
+
 }  // namespace
 
-void save(nn::Module& model, const std::string& path) {
+void save(nn::Module& model, const std::string& path) try {
+  const detail::NamedTensors tensors = model.named_parameters();
+  check_names(tensors, "save");
   detail::write_file_atomically(
-      path, detail::encode_safetensors(model.named_parameters(), {{kVersionKey, std::to_string(kCheckpointFormatVersion)}}),
+      path, detail::encode_safetensors(tensors, {{kVersionKey, std::to_string(kCheckpointFormatVersion)}}, "save"),
       "save");
+} catch (const std::bad_alloc&) {
+  out_of_memory("save", path);
 }
 
-void load(nn::Module& model, const std::string& path) {
+void load(nn::Module& model, const std::string& path) try {
   const detail::SafetensorsContents contents = read_checkpoint(path);
   assign(model, matching_values(model, contents, path));
+} catch (const std::bad_alloc&) {
+  out_of_memory("load", path);
 }
 
-void save(nn::Module& model, const optim::SGD& optimizer, const std::string& path) {
+void save(nn::Module& model, const optim::SGD& optimizer, const std::string& path) try {
   detail::NamedTensors tensors = model.named_parameters();
   const std::vector<std::string> names = optimizer_parameter_names(model, optimizer, "save");
   for (size_t i = 0; i < names.size(); ++i)
@@ -123,10 +200,13 @@ void save(nn::Module& model, const optim::SGD& optimizer, const std::string& pat
       {"tapegrad.sgd.nesterov", options.nesterov ? "true" : "false"},
       {"tapegrad.sgd.step_count", std::to_string(optimizer.step_count())},
   };
-  detail::write_file_atomically(path, detail::encode_safetensors(tensors, metadata), "save");
+  check_names(tensors, "save");
+  detail::write_file_atomically(path, detail::encode_safetensors(tensors, metadata, "save"), "save");
+} catch (const std::bad_alloc&) {
+  out_of_memory("save", path);
 }
 
-void load(nn::Module& model, optim::SGD& optimizer, const std::string& path) {
+void load(nn::Module& model, optim::SGD& optimizer, const std::string& path) try {
   const detail::SafetensorsContents contents = read_checkpoint(path);
   const std::vector<Tensor> values = matching_values(model, contents, path);
   const std::string optimizer_name = required(contents.metadata, kOptimizerKey, path);
@@ -136,10 +216,10 @@ void load(nn::Module& model, optim::SGD& optimizer, const std::string& path) {
                             .momentum = option("tapegrad.sgd.momentum"),
                             .dampening = option("tapegrad.sgd.dampening"),
                             .weight_decay = option("tapegrad.sgd.weight_decay"),
-                            .nesterov = required(contents.metadata, "tapegrad.sgd.nesterov", path) == "true"};
-  const double steps = option("tapegrad.sgd.step_count");
-  check(steps >= 0 && steps < 9e18 && steps == std::floor(steps), "load", "'", path, "' has an invalid step count ",
-        steps);
+                            .nesterov = parse_bool(required(contents.metadata, "tapegrad.sgd.nesterov", path),
+                                                   "tapegrad.sgd.nesterov", path)};
+  const int64_t steps = parse_count(required(contents.metadata, "tapegrad.sgd.step_count", path),
+                                    "tapegrad.sgd.step_count", path);
 
   const std::vector<std::string> names = optimizer_parameter_names(model, optimizer, "load");
   std::vector<Tensor> buffers;
@@ -156,7 +236,9 @@ void load(nn::Module& model, optim::SGD& optimizer, const std::string& path) {
   }
   optimizer.set_options(options);  // validates before changing anything
   assign(model, values);
-  optimizer.load_state(static_cast<int64_t>(steps), std::move(buffers));
+  optimizer.load_state(steps, std::move(buffers));
+} catch (const std::bad_alloc&) {
+  out_of_memory("load", path);
 }
 
 }  // namespace tg

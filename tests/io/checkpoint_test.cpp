@@ -196,10 +196,11 @@ TEST_CASE("a bad checkpoint is refused with the reason, and nothing is changed",
   malformed[8] = '[';  // the header's opening brace
   refuses(malformed, "malformed header");
   std::string newer = good;
-  const std::string version = "\"tapegrad.format_version\":\"1\"";
+  const std::string version = "\"tapegrad.format_version\":\"2\"";
   REQUIRE(newer.find(version) != std::string::npos);
   newer.replace(newer.find(version), version.size(), "\"tapegrad.format_version\":\"9\"");
-  refuses(newer, "newer");
+  refuses(newer, "corrupted");  // a changed header fails its checksum...
+  refuses(tg::io_test::reseal(newer), "newer");  // ...and a newer file with a valid one names its version
 
   // The same file against models it does not fit.
   tg::nn::Sequential wider(tg::nn::Linear(2, 65), tg::nn::ReLU(), tg::nn::LayerNorm({65}), tg::nn::Linear(65, 3));
