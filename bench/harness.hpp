@@ -47,6 +47,17 @@ struct TrainShape {
 // One step of Linear(IN,H) -> ReLU -> LayerNorm(H), MSE against a fixed target, SGD(lr=0.1).
 inline const std::vector<TrainShape> kTrainShapes = {{2, 5, 6}, {64, 32, 64}, {256, 512, 512}, {1024, 1024, 1024}};
 
+struct GemmShape {
+  int64_t M, K, N;  // C[M, N] = A[M, K] · B[K, N]
+};
+// tg::matmul / torch::matmul alone, float32, no grad: the GEMM kernel against the FMA peak.
+inline const std::vector<GemmShape> kGemmShapes = {{1024, 1024, 1024}, {2048, 2048, 2048}};
+
+// The register-only FMA loop of the peak reference: this many FMA instructions per thread and
+// iteration (kFmaChains independent accumulators, so that latency never stalls the FMA units).
+inline constexpr int64_t kFmaChains = 16;
+inline constexpr int64_t kFmaPerIteration = int64_t{1} << 20;
+
 // STREAM arrays: 32 Mi floats = 128 MiB each, 4x this machine's 32 MiB L3, so nothing stays cached.
 inline constexpr int64_t kStreamElements = int64_t{1} << 25;
 inline constexpr int64_t kTinyGraphElements = 4;
@@ -71,6 +82,12 @@ struct Backend {
   std::function<Runner(int64_t)> tiny_graph;                          // ((a*b)+c).sum().backward()
   std::function<Runner(int64_t)> stream_copy;                         // a[i] = b[i]
   std::function<Runner(int64_t)> stream_triad;                        // a[i] = b[i] + s*c[i]
+  std::function<Runner(GemmShape)> gemm;                              // C = A·B, no grad
+  // kFmaPerIteration FMAs on every thread: the core's float32 peak. Its case name carries the
+  // FLOPs per thread and iteration (2 × lanes × FMAs), for run.py.
+  std::function<Runner(int64_t)> fma_peak;
+  std::function<int64_t()> fma_flops_per_thread;                      // of one fma_peak iteration
+  std::function<std::string()> banner;                                // printed first, as "# <text>"
 };
 
 // --- flags ---
@@ -166,6 +183,9 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
     add(backend.layer_norm_forward, "layer_norm_fwd", shape, s);
     add(backend.layer_norm_forward_backward, "layer_norm_fwd_bwd", shape, s);
   }
+  if (backend.fma_peak && backend.fma_flops_per_thread)
+    add(backend.fma_peak, "fma_peak", std::to_string(backend.fma_flops_per_thread()), kFmaPerIteration);
+  for (const GemmShape& s : kGemmShapes) add(backend.gemm, "gemm", dims({s.M, s.K, s.N}), s);
   for (const TrainShape& s : kTrainShapes) add(backend.train_step, "train_step", dims({s.batch, s.in, s.hidden}), s);
   add(backend.tiny_graph, "tiny_graph", dims({kTinyGraphElements}), kTinyGraphElements);
   add(backend.stream_copy, "stream_copy", dims({kStreamElements}), kStreamElements);
@@ -240,6 +260,14 @@ inline int run_main(int argc, char** argv, const Backend& backend) {
   }
   backend.set_num_threads(options.threads);
   int failures = 0;
+  if (backend.banner) {
+    try {
+      std::printf("# %s\n", backend.banner().c_str());
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "banner: FAILED: %s\n", error.what());
+      ++failures;
+    }
+  }
   for (const auto& c : all) {
     if (c.name.find(options.filter) == std::string::npos) continue;
     try {

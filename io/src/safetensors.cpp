@@ -3,16 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
-#include "dispatch.hpp"
 #include "crc32c.hpp"
+#include "dispatch.hpp"
+#include "json_header.hpp"
 
 namespace tg::detail {
 
 namespace {
-
-using nlohmann::json;
 
 constexpr size_t kLengthBytes = 8;
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the limit the reference implementation sets
@@ -31,7 +29,7 @@ std::string hex(uint32_t value) {
 // unless the key is written exactly once and followed by a string value. A JSON string cannot
 // contain an unescaped quote, so the quoted key occurs only where the key itself is written.
 size_t checksum_digits_at(std::string_view header) {
-  const std::string key = concat("\"", kFileChecksumKey, "\"");
+  const std::string key = std::string("\"") + kFileChecksumKey + "\"";  // not concat(): see encode
   const size_t at = header.find(key, kLengthBytes);
   if (at == std::string_view::npos || header.find(key, at + 1) != std::string_view::npos) return std::string_view::npos;
   constexpr std::string_view kJsonSpace = " \t\n\r";
@@ -42,61 +40,38 @@ size_t checksum_digits_at(std::string_view header) {
   return pos + 1;
 }
 
-// `text` with every byte outside printable ASCII shown as \xNN, for error messages.
-std::string printable(const std::string& text) {
-  std::string shown;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f) {
-      shown += c;
-    } else {
-      char escaped[5];
-      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
-      shown += escaped;
-    }
-  }
-  return shown;
-}
-
-// JSON text must be UTF-8: refuse a name that is not, before anything is written.
-void check_utf8(const std::string& text, const char* what, const char* op) {
-  try {
-    (void)json(text).dump();
-  } catch (const json::type_error&) {
-    throw Error(concat(op, ": ", what, " '", printable(text), "' is not valid UTF-8"));
-  }
-}
-
 std::string encode(const NamedTensors& tensors, Metadata metadata, const char* op) {
-  json header = json::object();
+  // {"<name>":{"dtype":"F32","shape":[2, 3],"data_offsets":[0,24]},...,"__metadata__":{...}}
+  std::string text = "{";
   size_t data_bytes = 0;
   for (const auto& [name, tensor] : tensors) {
-    check_utf8(name, "the tensor name", op);
+    check_dtype<FloatingDTypes>(op, tensor.dtype());
     const size_t nbytes = static_cast<size_t>(tensor.numel()) * element_size(tensor.dtype());
-    header[name] = {{"dtype", dtype_name(tensor.dtype())},
-                    {"shape", tensor.shape()},
-                    {"data_offsets", {data_bytes, data_bytes + nbytes}}};
+    // Plain appends, not concat(): a stream that runs out of memory drops text silently.
+    text += json_string(name, "the tensor name", op);
+    text += ":{\"dtype\":\"";
+    text += dtype_name(tensor.dtype());
+    text += "\",\"shape\":[";
+    for (size_t d = 0; d < tensor.shape().size(); ++d) text += (d ? "," : "") + std::to_string(tensor.shape()[d]);
+    text += "],\"data_offsets\":[" + std::to_string(data_bytes) + "," + std::to_string(data_bytes + nbytes) + "]},";
     data_bytes += nbytes;
   }
-  for (const auto& [key, value] : metadata) {
-    check_utf8(key, "the metadata key", op);
-    check_utf8(value, "the metadata value", op);
-  }
   metadata[kFileChecksumKey] = kChecksumPlaceholder;
-  header["__metadata__"] = metadata;
-  std::string text = header.dump();
+  text += "\"__metadata__\":{";
+  for (const auto& [key, value] : metadata) {
+    if (text.back() != '{') text += ',';
+    text += json_string(key, "the metadata key", op) + ":" + json_string(value, "the metadata value", op);
+  }
+  text += "}}";
   text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned, as safetensors does
 
   std::string bytes;
   bytes.reserve(kLengthBytes + text.size() + data_bytes);
   for (size_t i = 0; i < kLengthBytes; ++i) bytes += static_cast<char>((static_cast<uint64_t>(text.size()) >> (8 * i)) & 0xff);
   bytes += text;
-  for (const auto& entry : tensors) {
-    const Tensor& tensor = entry.second;  // a named variable, not a binding: lambdas capture it
-    dispatch(tensor.dtype(), [&]<typename T>() {
-      bytes.append(reinterpret_cast<const char*>(tensor.data<T>()), static_cast<size_t>(tensor.numel()) * sizeof(T));
-    });
-  }
+  for (const auto& [name, tensor] : tensors)
+    bytes.append(static_cast<const char*>(tensor.impl()->storage->data),
+                 static_cast<size_t>(tensor.numel()) * element_size(tensor.dtype()));
   // The checksum of the file as it stands, placeholder included, replaces the placeholder.
   const size_t value_at = checksum_digits_at(std::string_view(bytes).substr(0, kLengthBytes + text.size()));
   bytes.replace(value_at, kChecksumDigits, hex(crc32c(bytes.data(), bytes.size())));
@@ -135,37 +110,21 @@ struct Entry {
   size_t begin, end;  // byte offsets in the data section
 };
 
-Entry parse_entry(const std::string& name, const json& entry, size_t data_bytes, const std::string& source,
-                  const char* op) {
-  const auto malformed = [&](const char* what) {
-    return Error(concat(op, ": '", source, "' has a malformed header: tensor '", name, "' ", what));
-  };
-  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
-    throw malformed("needs dtype, shape and data_offsets");
-  const json& dtype = entry["dtype"];
-  const json& shape_json = entry["shape"];
-  const json& offsets = entry["data_offsets"];
-  if (!dtype.is_string()) throw malformed("has a non-string dtype");
-  const std::string dtype_text = dtype.get<std::string>();
-  check(dtype_text == "F32" || dtype_text == "F64", op, "'", source, "': tensor '", name, "' has dtype ", dtype_text,
-        "; tapegrad reads F32 and F64");
-  if (!shape_json.is_array()) throw malformed("has a shape that is not a list");
-  Shape shape;
-  for (const json& size : shape_json) {
-    if (!size.is_number_unsigned()) throw malformed("has a shape entry that is not a non-negative integer");
-    shape.push_back(static_cast<int64_t>(std::min<uint64_t>(size.get<uint64_t>(), uint64_t{1} << 62)));
-  }
-  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
-    throw malformed("needs data_offsets [begin, end]");
-  const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-  const DType type = dtype_text == "F32" ? kFloat32 : kFloat64;
-  const int64_t numel = checked_numel(shape, op);
+// The meaning of an entry: a dtype tapegrad reads, offsets inside the data section that span
+// exactly the bytes of its shape.
+Entry checked_entry(const HeaderEntry& entry, size_t data_bytes, const std::string& source, const char* op) {
+  const std::string& name = entry.name;
+  check(entry.dtype == "F32" || entry.dtype == "F64", op, "'", source, "': tensor '", name, "' has dtype ",
+        entry.dtype, "; tapegrad reads F32 and F64");
+  const DType type = entry.dtype == "F32" ? kFloat32 : kFloat64;
+  const uint64_t begin = entry.data_offsets[0], end = entry.data_offsets[1];
+  const int64_t numel = checked_numel(entry.shape, op);
   check(begin <= end && end <= data_bytes, op, "'", source, "': tensor '", name, "' has data_offsets [", begin, ", ",
         end, "] outside the ", data_bytes, "-byte data section (truncated file?)");
   check(end - begin == static_cast<uint64_t>(numel) * element_size(type), op, "'", source, "': tensor '", name,
-        "' of shape ", shape, " and dtype ", dtype_text, " needs ", static_cast<uint64_t>(numel) * element_size(type),
-        " bytes, its data_offsets span ", end - begin);
-  return {name, type, std::move(shape), static_cast<size_t>(begin), static_cast<size_t>(end)};
+        "' of shape ", entry.shape, " and dtype ", entry.dtype, " needs ",
+        static_cast<uint64_t>(numel) * element_size(type), " bytes, its data_offsets span ", end - begin);
+  return {name, type, entry.shape, static_cast<size_t>(begin), static_cast<size_t>(end)};
 }
 
 SafetensorsContents decode(const std::string& bytes, const std::string& source, const char* op) {
@@ -180,27 +139,11 @@ SafetensorsContents decode(const std::string& bytes, const std::string& source, 
   const size_t data_begin = kLengthBytes + static_cast<size_t>(header_bytes);
   const size_t data_bytes = bytes.size() - data_begin;
 
-  json header;
-  try {
-    header = json::parse(bytes.begin() + kLengthBytes, bytes.begin() + static_cast<std::ptrdiff_t>(data_begin));
-  } catch (const json::exception& error) {
-    throw Error(concat(op, ": '", source, "' has a malformed header: ", error.what()));
-  }
-  check(header.is_object(), op, "'", source, "' has a malformed header: expected a JSON object");
-
+  Header header = parse_header(std::string_view(bytes).substr(kLengthBytes, header_bytes), source, op);
   SafetensorsContents contents;
+  contents.metadata = std::move(header.metadata);
   std::vector<Entry> entries;
-  for (const auto& item : header.items()) {
-    if (item.key() != "__metadata__") {
-      entries.push_back(parse_entry(item.key(), item.value(), data_bytes, source, op));
-      continue;
-    }
-    check(item.value().is_object(), op, "'", source, "' has a malformed header: __metadata__ must be an object");
-    for (const auto& [key, value] : item.value().items()) {
-      check(value.is_string(), op, "'", source, "' has a malformed header: metadata '", key, "' is not a string");
-      contents.metadata[key] = value.get<std::string>();
-    }
-  }
+  for (const HeaderEntry& entry : header.entries) entries.push_back(checked_entry(entry, data_bytes, source, op));
   // The tensors must tile the data section: no gaps, no overlaps, nothing after the last one.
   // Ties by end: a zero-byte tensor (a dim of size 0) shares its begin with the tensor after it.
   std::vector<const Entry*> by_offset;

@@ -257,7 +257,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor y = make_tensor(x.shape(), x.dtype(), "layer_norm");
   // stats: [M, 2], (rstd, shift) per row in x's dtype, saved for backward (none without one).
   Tensor stats = record ? make_tensor({M, 2}, x.dtype()) : Tensor();
-  tg::detail::dispatch(x.dtype(), [&]<typename T>() {
+  tg::detail::dispatch_floating("layer_norm", x.dtype(), [&]<typename T>() {
     layer_norm_forward<T>(x.data<T>(), gamma.data<T>(), beta.data<T>(), y.mutable_data<T>(),
                           record ? stats.mutable_data<T>() : nullptr, M, N, eps);
   });
@@ -268,7 +268,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                        Tensor dx = make_tensor(x.shape(), x.dtype());
                        Tensor dgamma = make_tensor(gamma.shape(), x.dtype());
                        Tensor dbeta = make_tensor(gamma.shape(), x.dtype());
-                       tg::detail::dispatch(x.dtype(), [&]<typename T>() {
+                       tg::detail::dispatch_floating("LayerNormBackward", x.dtype(), [&]<typename T>() {
                          layer_norm_backward<T>(dy.data<T>(), x.data<T>(), gamma.data<T>(), stats.data<T>(),
                                                 dx.mutable_data<T>(), dgamma.mutable_data<T>(),
                                                 dbeta.mutable_data<T>(), M, N);

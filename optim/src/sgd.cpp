@@ -104,7 +104,7 @@ void SGD::step() {
     Tensor& buffer = momentum_buffers_[i];
     const bool first_step = use_momentum && !buffer.defined();
     if (first_step) buffer = empty(param.shape(), param.dtype());
-    detail::dispatch(param.dtype(), [&]<typename T>() {
+    detail::dispatch_floating("SGD.step", param.dtype(), [&]<typename T>() {
       const SGDCoefficients<T> coefficients{
           .lr = static_cast<T>(options_.lr),
           .momentum = static_cast<T>(options_.momentum),

@@ -87,7 +87,7 @@ void AccumulateGrad::apply(const Tensor& grad_output, GradInputs&) {
              grad_output.shape() == grad.shape() && grad_output.dtype() == grad.dtype()) {
     // Nobody else sees the leaf's grad (no handle from grad(), no view): add in place, which is
     // the same sum, element by element, as the out-of-place add without the new buffer.
-    detail::dispatch(grad.dtype(), [&]<typename T>() {
+    detail::dispatch_floating("backward", grad.dtype(), [&]<typename T>() {
       T* sum = grad.mutable_data<T>();
       const T* addend = grad_output.data<T>();
       detail::parallel_for(grad.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
@@ -169,7 +169,7 @@ void topological_order(const std::shared_ptr<Node>& root, Scratch& scratch) {
 void check_finite(const Node& node, const std::vector<Tensor>& grads) {
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) continue;
-    const char* problem = detail::dispatch(grads[i].dtype(), [&]<typename T>() -> const char* {
+    const char* problem = detail::dispatch_floating("backward", grads[i].dtype(), [&]<typename T>() -> const char* {
       const T* values = grads[i].data<T>();
       for (int64_t j = 0; j < grads[i].numel(); ++j) {
         if (std::isnan(values[j])) return "a NaN";

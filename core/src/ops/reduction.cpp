@@ -148,7 +148,7 @@ ReductionPlan plan_reduction(const Shape& shape, const std::vector<int64_t>& dim
 Tensor run_reduction(const Tensor& x, const ReductionPlan& plan, double scale) {
   const Tensor input = plan.permutation.empty() ? x : permute_copy(x, plan.permutation);
   Tensor out = make_tensor(plan.out_shape, x.dtype());
-  dispatch(x.dtype(), [&]<typename T>() {
+  dispatch_floating("sum", x.dtype(), [&]<typename T>() {
     reduce_sum<T>(input.data<T>(), out.mutable_data<T>(), plan.A, plan.R, plan.B, scale);
   });
   return out;
@@ -158,6 +158,7 @@ Tensor run_reduction(const Tensor& x, const ReductionPlan& plan, double scale) {
 Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool average, const char* op,
                   const char* backward_name) {
   check(x.defined(), op, "undefined tensor");
+  check_dtype<FloatingDTypes>(op, x.dtype());
   const ReductionPlan plan = plan_reduction(x.shape(), dims, keepdim, op);
   const double scale = average ? 1.0 / static_cast<double>(plan.R) : 1.0;
   Tensor out = run_reduction(x, plan, scale);
@@ -202,6 +203,7 @@ Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
 // avoids the cancellation of E[x²] - E[x]² when |mean| >> std.
 Tensor Tensor::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim) const {
   check(defined(), "var", "undefined tensor");
+  detail::check_dtype<detail::FloatingDTypes>("var", dtype());
   const detail::ReductionPlan plan = detail::plan_reduction(shape(), dims, keepdim, "var");
   const detail::ReductionPlan keep_plan = detail::plan_reduction(shape(), dims, /*keepdim=*/true, "var");
   // PyTorch's max(n - correction, 0): n - 1 = 0 gives 0/0 = nan, and so does n = 0 (where n - 1
