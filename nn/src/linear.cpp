@@ -104,9 +104,9 @@ Tensor default_init(const Shape& shape, int64_t in_features) {
 }  // namespace
 
 // Member order draws the weight before the bias from the generator, as PyTorch does.
-Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias)
+Linear::Linear(int64_t in_features, int64_t out_features, LinearOptions options)
     : weight("Linear.weight", default_init({out_features, in_features}, in_features)),
-      bias("Linear.bias", with_bias ? default_init({out_features}, in_features) : Tensor()),
+      bias("Linear.bias", options.bias ? default_init({out_features}, in_features) : Tensor()),
       in_features(in_features),
       out_features(out_features) {}
 

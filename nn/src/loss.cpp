@@ -7,24 +7,25 @@
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "deterministic_sum.hpp"
 #include "dispatch.hpp"
 #include "ops/elementwise.hpp"
-#include "row_chunks.hpp"
 #include "tapegrad/nn/functional.hpp"
 
 namespace tg::nn {
 
 namespace {
 
-using detail::for_each_chunk;
-using detail::lane_sum;
-using detail::row_chunks;
-using detail::RowChunks;
+using tg::detail::for_each_chunk;
+using tg::detail::lane_sum;
+using tg::detail::row_chunks;
+using tg::detail::RowChunks;
 
 // Σ of per-chunk partial sums in chunk order: the deterministic end of every loss reduction.
 double sum_in_order(const std::vector<double>& partial) {
   double total = 0.0;
-  for (double p : partial) total += p;
+  tg::detail::sum_slots_in_order(partial.data(), static_cast<int64_t>(partial.size()), 1,
+                                 [&](int64_t, double sum) { total = sum; });
   return total;
 }
 

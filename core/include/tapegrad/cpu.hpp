@@ -21,13 +21,17 @@ struct CpuInfo {
   std::string gemm_kernel;            // as TG_GEMM_KERNEL spells it: "blis-skx", "blis-haswell", ..., "eigen"
   std::string gemm_reason;            // why that kernel, e.g. "BLIS detected 'generic' for AuthenticAMD family 26 ..."
   std::vector<std::string> gemm_kernels;  // every value TG_GEMM_KERNEL accepts on this CPU, "auto" first
+  // The vector level of the row kernels (LayerNorm, reductions), as TG_CPU_ISA spells it: "v2"
+  // (SSE4.2), "v3" (AVX2 + FMA) or "avx512"; by default the best one the CPU has.
+  std::string row_kernel_isa;
+  std::vector<std::string> row_kernel_isas;  // every value TG_CPU_ISA accepts on this CPU, "auto" first
 };
 
-// Throws tg::Error when TG_GEMM_KERNEL (or BLIS_ARCH_TYPE) holds a value this CPU cannot use, with
-// the list of valid values.
+// Throws tg::Error when TG_GEMM_KERNEL (or BLIS_ARCH_TYPE) or TG_CPU_ISA holds a value this CPU
+// cannot use, with the list of valid values.
 CpuInfo cpu_info();
 
-// One line: "<brand> (<vendor> family F model M; <features>); GEMM <kernel>: <reason>".
+// One line: "<brand> (<vendor> family F model M; <features>); GEMM <kernel>: <reason>; row kernels <isa>".
 std::string to_string(const CpuInfo& info);
 
 }  // namespace tg

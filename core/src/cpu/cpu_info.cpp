@@ -1,8 +1,9 @@
-// tg::cpu_info(): the public view of cpu/features and cpu/gemm_kernel.
+// tg::cpu_info(): the public view of cpu/features, cpu/gemm_kernel and cpu/vector_isa.
 #include "tapegrad/cpu.hpp"
 
 #include "cpu/features.hpp"
 #include "cpu/gemm_kernel.hpp"
+#include "cpu/vector_isa.hpp"
 #include "tapegrad/error.hpp"
 
 namespace tg {
@@ -17,7 +18,11 @@ CpuInfo cpu_info() {
                .features = {},
                .gemm_kernel = gemm.name,
                .gemm_reason = gemm.reason,
-               .gemm_kernels = detail::gemm_kernel_names()};
+               .gemm_kernels = detail::gemm_kernel_names(),
+               .row_kernel_isa = detail::name(detail::vector_isa()),
+               .row_kernel_isas = {"auto"}};
+  for (detail::VectorIsa isa : {detail::VectorIsa::v2, detail::VectorIsa::v3, detail::VectorIsa::avx512})
+    if (detail::cpu_supports(isa)) info.row_kernel_isas.emplace_back(detail::name(isa));
   const std::pair<bool, const char*> flags[] = {{f.sse42, "sse4.2"},      {f.avx, "avx"},
                                                 {f.avx2, "avx2"},         {f.fma, "fma"},
                                                 {f.avx512f, "avx512f"},   {f.avx512dq, "avx512dq"},
@@ -31,7 +36,8 @@ std::string to_string(const CpuInfo& info) {
   std::string features;
   for (const std::string& name : info.features) features += (features.empty() ? "" : " ") + name;
   return detail::concat(info.brand.empty() ? "unnamed CPU" : info.brand, " (", info.vendor, " family ", info.family,
-                        " model ", info.model, "; ", features, "); GEMM ", info.gemm_kernel, ": ", info.gemm_reason);
+                        " model ", info.model, "; ", features, "); GEMM ", info.gemm_kernel, ": ", info.gemm_reason,
+                        "; row kernels ", info.row_kernel_isa);
 }
 
 }  // namespace tg
