@@ -6,9 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <set>
+#include <string_view>
 
 #include "io/file.hpp"
+#include "optimizer_state.hpp"
 #include "safetensors.hpp"
 #include "tapegrad/autograd.hpp"
 
@@ -17,49 +20,64 @@ namespace tg {
 namespace {
 
 constexpr const char* kVersionKey = "tapegrad.format_version";
-constexpr const char* kOptimizerKey = "tapegrad.optimizer";
-constexpr const char* kBufferPrefix = "optimizer.momentum_buffer.";
+constexpr const char* kTapegradPrefix = "tapegrad.";
 
-std::string number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.17g", value);  // round-trips every double exactly
-  return text;
-}
-
-// A metadata value, or tg::Error naming the file and the key.
-std::string required(const detail::Metadata& metadata, const std::string& key, const std::string& path) {
-  auto it = metadata.find(key);
-  check(it != metadata.end(), "load", "'", path, "' has no '", key, "' in its metadata");
-  return it->second;
-}
-
-double parse_number(const std::string& text, const std::string& key, const std::string& path) {
-  char* end = nullptr;
-  errno = 0;
-  const double value = std::strtod(text.c_str(), &end);
-  check(!text.empty() && end == text.c_str() + text.size() && errno == 0, "load", "'", path, "' has a malformed '",
-        key, "': \"", text, "\"");
-  return value;
+// A count as tapegrad writes it: decimal digits, no sign, no leading zero, no spaces.
+int64_t parse_version(const std::string& text, const std::string& path) {
+  const bool canonical = !text.empty() && text.size() <= 9 && (text == "0" || text[0] != '0') &&
+                         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  check(canonical, "load", "'", path, "' has a malformed '", kVersionKey, "': \"", text, "\"");
+  return std::stoll(text);
 }
 
 detail::SafetensorsContents read_checkpoint(const std::string& path) {
   detail::SafetensorsContents contents = detail::decode_safetensors(detail::read_file(path, "load"), path, "load");
-  // Files written elsewhere (PyTorch's safetensors) carry no version: they are plain weights.
-  if (auto it = contents.metadata.find(kVersionKey); it != contents.metadata.end()) {
-    const double version = parse_number(it->second, kVersionKey, path);
-    check(version <= kCheckpointFormatVersion, "load", "'", path, "' was written in checkpoint format version ",
-          it->second, ", newer than the version ", kCheckpointFormatVersion, " this tapegrad reads; update tapegrad");
+  auto it = contents.metadata.find(kVersionKey);
+  if (it == contents.metadata.end()) {
+    // Files written elsewhere (PyTorch's safetensors) carry no version: they are plain weights.
+    // tapegrad's keys without a version are a damaged checkpoint, not such a file.
+    for (const auto& [key, value] : contents.metadata)
+      check(key.rfind(kTapegradPrefix, 0) != 0, "load", "'", path, "' has the tapegrad metadata '", key,
+            "' but no '", kVersionKey, "' (corrupted?)");
+    return contents;
   }
+  const int64_t version = parse_version(it->second, path);
+  check(version <= kCheckpointFormatVersion, "load", "'", path, "' was written in checkpoint format version ",
+        version, ", newer than the version ", kCheckpointFormatVersion, " this tapegrad reads; update tapegrad");
+  check(version >= 1, "load", "'", path, "' has checkpoint format version 0, which never existed (corrupted?)");
+  // Versions 1 and 2 checksummed the data, version 3 the whole file; decode_safetensors verified
+  // whichever is present, and a checkpoint must carry the one of its version.
+  const char* checksum = version <= 2 ? detail::kDataChecksumKey : detail::kFileChecksumKey;
+  check(contents.metadata.count(checksum) > 0, "load", "'", path, "' has no '", checksum,
+        "', which every checkpoint of format version ", version, " records (corrupted?)");
   return contents;
+}
+
+// Parameter and buffer names are the file's keys: they must be unique, and "__metadata__" is
+// the safetensors header's own. Checked before anything is written or changed.
+void check_names(const detail::NamedTensors& tensors, const char* op) {
+  std::set<std::string_view> seen;
+  for (const auto& [name, tensor] : tensors) {
+    check(name != "__metadata__", op, "a tensor may not be named '__metadata__': safetensors reserves it");
+    check(seen.insert(name).second, op, "two tensors are named '", name,
+          "'; rename a parameter or child module so that every dotted name is unique");
+  }
+}
+
+// Memory exhaustion leaves a public save or load as tg::Error, like every other failure.
+[[noreturn]] void out_of_memory(const char* op, const std::string& path) {
+  throw Error(detail::concat(op, ": out of memory while working on '", path, "'"));
 }
 
 // The model's parameters as stored in the file, converted to each parameter's dtype; validated
 // completely (missing, unexpected and wrong-shape tensors) before anything is changed.
 std::vector<Tensor> matching_values(nn::Module& model, const detail::SafetensorsContents& contents,
                                     const std::string& path) {
+  const detail::NamedTensors named = model.named_parameters();
+  check_names(named, "load");
   std::set<std::string> known;
   std::vector<Tensor> values;
-  for (const auto& [name, parameter] : model.named_parameters()) {
+  for (const auto& [name, parameter] : named) {
     auto it = contents.tensors.find(name);
     check(it != contents.tensors.end(), "load", "'", path, "' has no tensor for the parameter '", name, "'");
     check(it->second.shape() == parameter.shape(), "load", "'", path, "': parameter '", name, "' has shape ",
@@ -69,7 +87,7 @@ std::vector<Tensor> matching_values(nn::Module& model, const detail::Safetensors
   }
   // As PyTorch's strict load_state_dict: a tensor the model has no place for is an error.
   for (const auto& [name, tensor] : contents.tensors)
-    check(known.count(name) > 0 || name.rfind(kBufferPrefix, 0) == 0, "load", "'", path, "' has a tensor '", name,
+    check(known.count(name) > 0 || detail::is_optimizer_tensor(name), "load", "'", path, "' has a tensor '", name,
           "' (shape ", tensor.shape(), ") that the model has no parameter for");
   return values;
 }
@@ -80,83 +98,71 @@ void assign(nn::Module& model, const std::vector<Tensor>& values) {
   for (auto& [name, parameter] : model.named_parameters()) parameter.copy_(values[i++]);
 }
 
-// The name of each optimizer parameter in the model, matched by identity.
-std::vector<std::string> optimizer_parameter_names(nn::Module& model, const optim::SGD& optimizer, const char* op) {
-  const auto named = model.named_parameters();
-  std::vector<std::string> names;
-  for (size_t i = 0; i < optimizer.parameters().size(); ++i) {
-    const Tensor& p = optimizer.parameters()[i];
-    auto it = std::find_if(named.begin(), named.end(), [&](const auto& entry) { return entry.second.impl() == p.impl(); });
-    check(it != named.end(), op, "the optimizer's parameter ", i, " (shape ", p.shape(),
-          ") is not a parameter of the model (was the optimizer built before model.to()?)");
-    names.push_back(it->first);
+// A tg::Error of an optimizer's or scheduler's load_state_dict, naming the file as well.
+template <typename Check>
+void check_naming_file(const std::string& path, Check check_state) {
+  try {
+    check_state();
+  } catch (const Error& error) {
+    throw Error(detail::concat("load: '", path, "': ", error.what()));
   }
-  return names;
+}
+
+void save_checkpoint(nn::Module& model, const optim::Optimizer* optimizer, const optim::LRScheduler* scheduler,
+                     const std::string& path) try {
+  detail::NamedTensors tensors = model.named_parameters();
+  detail::Metadata metadata = {{kVersionKey, std::to_string(kCheckpointFormatVersion)}};
+  if (optimizer) detail::encode_optimizer_state(model, *optimizer, tensors, metadata);
+  if (scheduler) detail::encode_scheduler_state(*scheduler, metadata);
+  check_names(tensors, "save");
+  detail::write_file_atomically(path, detail::encode_safetensors(tensors, metadata, "save"), "save");
+} catch (const std::bad_alloc&) {
+  out_of_memory("save", path);
+}
+
+// Checks the model's, the optimizer's and the scheduler's part of the file before changing any of them.
+void load_checkpoint(nn::Module& model, optim::Optimizer* optimizer, optim::LRScheduler* scheduler,
+                     const std::string& path) try {
+  const detail::SafetensorsContents contents = read_checkpoint(path);
+  const std::vector<Tensor> values = matching_values(model, contents, path);
+  optim::OptimizerStateDict optimizer_state;
+  if (optimizer) {
+    optimizer_state = detail::decode_optimizer_state(model, *optimizer, contents, path);
+    check_naming_file(path, [&] { optimizer->check_state_dict(optimizer_state); });
+  }
+  optim::SchedulerStateDict scheduler_state;
+  if (scheduler) {
+    scheduler_state = detail::decode_scheduler_state(*scheduler, contents, path);
+    check_naming_file(path, [&] { scheduler->check_state_dict(scheduler_state); });
+  }
+  assign(model, values);
+  if (optimizer) optimizer->load_state_dict(optimizer_state);
+  if (scheduler) scheduler->load_state_dict(scheduler_state);
+} catch (const std::bad_alloc&) {
+  out_of_memory("load", path);
 }
 
 }  // namespace
 
-void save(nn::Module& model, const std::string& path) {
-  detail::write_file_atomically(
-      path, detail::encode_safetensors(model.named_parameters(), {{kVersionKey, std::to_string(kCheckpointFormatVersion)}}),
-      "save");
+void save(nn::Module& model, const std::string& path) { save_checkpoint(model, nullptr, nullptr, path); }
+
+void load(nn::Module& model, const std::string& path) { load_checkpoint(model, nullptr, nullptr, path); }
+
+void save(nn::Module& model, const optim::Optimizer& optimizer, const std::string& path) {
+  save_checkpoint(model, &optimizer, nullptr, path);
 }
 
-void load(nn::Module& model, const std::string& path) {
-  const detail::SafetensorsContents contents = read_checkpoint(path);
-  assign(model, matching_values(model, contents, path));
+void load(nn::Module& model, optim::Optimizer& optimizer, const std::string& path) {
+  load_checkpoint(model, &optimizer, nullptr, path);
 }
 
-void save(nn::Module& model, const optim::SGD& optimizer, const std::string& path) {
-  detail::NamedTensors tensors = model.named_parameters();
-  const std::vector<std::string> names = optimizer_parameter_names(model, optimizer, "save");
-  for (size_t i = 0; i < names.size(); ++i)
-    if (optimizer.momentum_buffers()[i].defined()) tensors.emplace_back(kBufferPrefix + names[i], optimizer.momentum_buffers()[i]);
-  const optim::SGDOptions& options = optimizer.options();
-  detail::Metadata metadata = {
-      {kVersionKey, std::to_string(kCheckpointFormatVersion)},
-      {kOptimizerKey, "SGD"},
-      {"tapegrad.sgd.lr", number(options.lr)},
-      {"tapegrad.sgd.momentum", number(options.momentum)},
-      {"tapegrad.sgd.dampening", number(options.dampening)},
-      {"tapegrad.sgd.weight_decay", number(options.weight_decay)},
-      {"tapegrad.sgd.nesterov", options.nesterov ? "true" : "false"},
-      {"tapegrad.sgd.step_count", std::to_string(optimizer.step_count())},
-  };
-  detail::write_file_atomically(path, detail::encode_safetensors(tensors, metadata), "save");
+void save(nn::Module& model, const optim::Optimizer& optimizer, const optim::LRScheduler& scheduler,
+          const std::string& path) {
+  save_checkpoint(model, &optimizer, &scheduler, path);
 }
 
-void load(nn::Module& model, optim::SGD& optimizer, const std::string& path) {
-  const detail::SafetensorsContents contents = read_checkpoint(path);
-  const std::vector<Tensor> values = matching_values(model, contents, path);
-  const std::string optimizer_name = required(contents.metadata, kOptimizerKey, path);
-  check(optimizer_name == "SGD", "load", "'", path, "' holds the state of a ", optimizer_name, " optimizer, not SGD");
-  const auto option = [&](const char* key) { return parse_number(required(contents.metadata, key, path), key, path); };
-  optim::SGDOptions options{.lr = option("tapegrad.sgd.lr"),
-                            .momentum = option("tapegrad.sgd.momentum"),
-                            .dampening = option("tapegrad.sgd.dampening"),
-                            .weight_decay = option("tapegrad.sgd.weight_decay"),
-                            .nesterov = required(contents.metadata, "tapegrad.sgd.nesterov", path) == "true"};
-  const double steps = option("tapegrad.sgd.step_count");
-  check(steps >= 0 && steps < 9e18 && steps == std::floor(steps), "load", "'", path, "' has an invalid step count ",
-        steps);
-
-  const std::vector<std::string> names = optimizer_parameter_names(model, optimizer, "load");
-  std::vector<Tensor> buffers;
-  for (size_t i = 0; i < names.size(); ++i) {
-    auto it = contents.tensors.find(kBufferPrefix + names[i]);
-    if (it == contents.tensors.end()) {
-      buffers.emplace_back();
-      continue;
-    }
-    const Tensor& parameter = optimizer.parameters()[i];
-    check(it->second.shape() == parameter.shape(), "load", "'", path, "': the momentum buffer of '", names[i],
-          "' has shape ", it->second.shape(), ", the parameter ", parameter.shape());
-    buffers.push_back(it->second.to(parameter.dtype()));
-  }
-  optimizer.set_options(options);  // validates before changing anything
-  assign(model, values);
-  optimizer.load_state(static_cast<int64_t>(steps), std::move(buffers));
+void load(nn::Module& model, optim::Optimizer& optimizer, optim::LRScheduler& scheduler, const std::string& path) {
+  load_checkpoint(model, &optimizer, &scheduler, path);
 }
 
 }  // namespace tg

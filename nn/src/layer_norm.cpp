@@ -70,11 +70,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 }  // namespace functional
 
-LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
-    : weight("LayerNorm.weight", elementwise_affine ? ones(normalized_shape) : Tensor()),
-      bias("LayerNorm.bias", elementwise_affine ? zeros(normalized_shape) : Tensor()),
+LayerNorm::LayerNorm(Shape normalized_shape, LayerNormOptions options)
+    : weight("LayerNorm.weight", options.elementwise_affine ? ones(normalized_shape) : Tensor()),
+      bias("LayerNorm.bias", options.elementwise_affine ? zeros(normalized_shape) : Tensor()),
       normalized_shape(std::move(normalized_shape)),
-      eps(eps) {
+      eps(options.eps) {
   check(!this->normalized_shape.empty(), "LayerNorm", "expected a non-empty normalized_shape, got ",
         this->normalized_shape);
 }

@@ -115,7 +115,7 @@ TEST_CASE("layer_norm passes gradcheck in float64", "[layer_norm][gradcheck]") {
 
 TEST_CASE("the LayerNorm module passes gradcheck with non-trivial gamma and beta", "[layer_norm][gradcheck]") {
   tg::manual_seed(12);
-  tg::nn::LayerNorm ln({2, 3}, 1e-6);
+  tg::nn::LayerNorm ln({2, 3}, {.eps = 1e-6});
   ln.to(tg::kFloat64);
   ln.weight = tg::randn({2, 3}, tg::kFloat64);
   ln.bias = tg::randn({2, 3}, tg::kFloat64);
@@ -169,7 +169,7 @@ TEST_CASE("LayerNorm module: parameters, defaults and one tape node", "[layer_no
   const Tensor y = ln(tg::randn({3, 6}));
   REQUIRE(std::string(y.grad_fn_name()) == "LayerNormBackward");
 
-  tg::nn::LayerNorm ln2({1, 3}, 1e-6, /*elementwise_affine=*/false);
+  tg::nn::LayerNorm ln2({1, 3}, {.eps = 1e-6, .elementwise_affine = false});
   REQUIRE(!ln2.weight.defined());
   REQUIRE(!ln2.bias.defined());
   REQUIRE(ln2.parameters().empty());
