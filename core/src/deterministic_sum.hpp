@@ -150,28 +150,36 @@ SumPair lane_sums(int64_t n, const Terms& terms) {
 // hold: squares of float32 values beyond 1.8e19 overflow float, and a difference of squares
 // (a variance) keeps only 24 − log2(cancellation) bits in float.
 //
-// Two accumulators of kWidth double lanes per sum, vectors added alternately; then the two added,
-// their lanes added pairwise, and each piece of the tail (< one vector) reduced and added in
-// order. The order of every add is fixed by n alone.
+// Lanes of 8 elements (one AVX-512 register of doubles, two AVX2 ones), kWideAccumulators
+// independent accumulators per sum, vectors dealt to them in turn; the accumulators are added
+// pairwise, then each lane of 8 left over, then each piece of the tail (< 8 elements) is reduced
+// and added in order. The order of every add is fixed by n alone. Rows shorter than one round
+// never touch the accumulators.
+inline constexpr int64_t kWideAccumulators = 4;
+static_assert(kWideAccumulators == 4, "wide_lane_sums adds its four accumulators by name");
+
 template <typename T, typename Terms>
 SumPair wide_lane_sums(int64_t n, const Terms& terms) {
-  using Wide = typename VectorLane<T>::Wide;
-  constexpr int64_t W = Simd<T>::kWidth;
-  Wide a[2] = {}, b[2] = {};
+  constexpr int64_t W = 8;
+  using Lane = VectorLane<T, W * sizeof(T)>;
+  using Wide = typename Lane::Wide;
+  constexpr int64_t kStep = kWideAccumulators * W;
+  SumPair sums = {0.0, 0.0};
   int64_t i = 0;
-  for (; i + 2 * W <= n; i += 2 * W)
-    for (int64_t k = 0; k < 2; ++k) {
-      const auto [term_a, term_b] = terms(VectorLane<T>{i + k * W});
-      a[k] += term_a;
-      b[k] += term_b;
-    }
-  if (i + W <= n) {
-    const auto [term_a, term_b] = terms(VectorLane<T>{i});
-    a[0] += term_a;
-    b[0] += term_b;
-    i += W;
+  if (n >= kStep) {
+    Wide a[kWideAccumulators] = {}, b[kWideAccumulators] = {};
+    for (; i + kStep <= n; i += kStep)
+      for (int64_t k = 0; k < kWideAccumulators; ++k) {
+        const auto [term_a, term_b] = terms(Lane{i + k * W});
+        a[k] += term_a;
+        b[k] += term_b;
+      }
+    sums = SumPair{Lane::reduce((a[0] + a[1]) + (a[2] + a[3])), Lane::reduce((b[0] + b[1]) + (b[2] + b[3]))};
   }
-  const SumPair sums = {VectorLane<T>::reduce(a[0] + a[1]), VectorLane<T>::reduce(b[0] + b[1])};
+  for (; i + W <= n; i += W) {
+    const auto [term_a, term_b] = terms(Lane{i});
+    sums += SumPair{Lane::reduce(term_a), Lane::reduce(term_b)};
+  }
   return fold_tail_lanes<T>(i, n, sums, [&](SumPair acc, auto lane) {
     const auto [term_a, term_b] = terms(lane);
     return acc + SumPair{decltype(lane)::reduce(term_a), decltype(lane)::reduce(term_b)};
