@@ -18,10 +18,9 @@ constexpr const char* kParamGroupsKey = "tapegrad.optimizer.param_groups";
 constexpr const char* kSchedulerKey = "tapegrad.scheduler";
 constexpr const char* kLastEpochKey = "tapegrad.scheduler.last_epoch";
 constexpr const char* kBaseLrsKey = "tapegrad.scheduler.base_lrs";
-// Format version 1: one SGD group.
-constexpr const char* kVersionKey = "tapegrad.format_version";
-constexpr const char* kVersion1StepCountKey = "tapegrad.sgd.step_count";
-constexpr const char* kVersion1OptionPrefix = "tapegrad.sgd.";
+// The layout before parameter groups (format version 1): one SGD group.
+constexpr const char* kSingleSGDStepCountKey = "tapegrad.sgd.step_count";
+constexpr const char* kSingleSGDOptionPrefix = "tapegrad.sgd.";
 
 const std::string& required(const Metadata& metadata, const std::string& key, const std::string& path) {
   auto it = metadata.find(key);
@@ -67,12 +66,12 @@ std::vector<std::string> parameter_names(nn::Module& model, const optim::Optimiz
   return names;
 }
 
-// Format version 1's one group: SGD's options, every parameter of the optimizer.
-std::vector<optim::ParamGroupState> version1_param_groups(const optim::Optimizer& optimizer,
+// The one group of the layout before parameter groups: SGD's options, every parameter of the optimizer.
+std::vector<optim::ParamGroupState> single_sgd_param_groups(const optim::Optimizer& optimizer,
                                                           const SafetensorsContents& contents,
                                                           const std::string& path) {
   const auto option = [&](const char* name) {
-    const std::string key = std::string(kVersion1OptionPrefix) + name;
+    const std::string key = std::string(kSingleSGDOptionPrefix) + name;
     return option_value(parse_json(required(contents.metadata, key, path), key, path), key, path);
   };
   optim::ParamGroupState group{.options = {{"lr", option("lr")},
@@ -153,13 +152,15 @@ optim::OptimizerStateDict decode_optimizer_state(nn::Module& model, const optim:
   const std::string& optimizer_name = required(contents.metadata, kOptimizerKey, path);
   check(optimizer_name == optimizer.name(), "load", "'", path, "' holds the state of a ", optimizer_name,
         " optimizer, not ", optimizer.name());
-  const bool version1 = required(contents.metadata, kVersionKey, path) == "1";
+  // Told apart by their keys rather than by the format version, which also counts changes to the
+  // rest of the file.
+  const bool grouped = contents.metadata.count(kParamGroupsKey) > 0;
   const std::vector<std::string> names = parameter_names(model, optimizer, "load");
 
   optim::OptimizerStateDict state;
   state.param_groups =
-      version1 ? version1_param_groups(optimizer, contents, path) : param_groups(optimizer, names, contents, path);
-  const char* step_count_key = version1 ? kVersion1StepCountKey : kStepCountKey;
+      grouped ? param_groups(optimizer, names, contents, path) : single_sgd_param_groups(optimizer, contents, path);
+  const char* step_count_key = grouped ? kStepCountKey : kSingleSGDStepCountKey;
   state.step_count = parse_count(required(contents.metadata, step_count_key, path), step_count_key, path);
   for (const auto& [name, tensor] : contents.tensors) {
     if (!is_optimizer_tensor(name)) continue;

@@ -1,7 +1,7 @@
 // The state of an optimizer and of a learning-rate scheduler inside a checkpoint, through their
 // state dicts (any optimizer, any scheduler). Private to the library; tg::save / tg::load call it.
 //
-// Layout since format version 2, beside the model's tensors:
+// The layout with parameter groups (format version 2), beside the model's tensors:
 //   tensors   "optimizer.<state name>.<parameter name>"   e.g. "optimizer.momentum_buffer.0.weight"
 //   metadata  "tapegrad.optimizer"                 "SGD"
 //             "tapegrad.optimizer.step_count"      "7"
@@ -10,8 +10,9 @@
 //             "tapegrad.scheduler"                 "StepLR"
 //             "tapegrad.scheduler.last_epoch"      "3"
 //             "tapegrad.scheduler.base_lrs"        [0.1, 0.01]  (JSON)
-// Format version 1 held one SGD group: the same tensors, and "tapegrad.sgd.<option>" and
-// "tapegrad.sgd.step_count" in the metadata; it still loads.
+// The layout before it (format version 1) held one SGD group: the same tensors, and
+// "tapegrad.sgd.<option>" and "tapegrad.sgd.step_count" in the metadata; it still loads, told
+// apart by its keys (there is no "tapegrad.optimizer.param_groups").
 #pragma once
 
 #include <string>
