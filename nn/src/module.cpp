@@ -84,6 +84,8 @@ void Module::zero_grad() {
 }
 
 Module& Module::to(DType dtype) {
+  // Parameters require grad, which only float tensors can: refuse before converting any of them.
+  check(is_floating_point(dtype), "Module.to", "parameters must be float32 or float64, got ", dtype);
   Members::Visitor visitor{.on_parameter = [dtype](const std::string&, Parameter& p) {
     if (p.dtype() == dtype) return;
     NoGradGuard no_grad;  // a conversion of leaves, not an operation to differentiate

@@ -135,3 +135,17 @@ TEST_CASE("a copied module shares its parameters; a moved one keeps them", "[mod
   tg::nn::Linear moved = std::move(lin);
   REQUIRE(moved.weight.impl() == weight_impl);
 }
+
+TEST_CASE("module.to() refuses int64 and bool, leaving every parameter as it was", "[module][dtype][errors]") {
+  tg::nn::Sequential model(tg::nn::Linear(3, 2), tg::nn::LayerNorm({2}));
+  const std::vector<float> weight = model.at<tg::nn::Linear>(0).weight.to_vector<float>();
+  for (tg::DType dtype : {tg::kInt64, tg::kBool}) {
+    REQUIRE_THROWS_WITH(model.to(dtype), Catch::StartsWith("Module.to") && Catch::Contains(std::string(tg::name(dtype))));
+    for (const auto& [name, parameter] : model.named_parameters()) {
+      INFO(name);
+      CHECK(parameter.dtype() == tg::kFloat32);
+      CHECK(parameter.requires_grad());
+    }
+  }
+  CHECK(model.at<tg::nn::Linear>(0).weight.to_vector<float>() == weight);
+}
