@@ -1,86 +1,172 @@
-// Random numbers: one global 64-bit Mersenne Twister behind every random function, so that
-// manual_seed(s) makes a whole program reproducible. The transforms are written out here (not
-// std::*_distribution, whose algorithms differ between standard libraries).
+// The random functions: PyTorch's CPU algorithms on a tg::Generator (the default one unless one is
+// given), so that the same seed gives PyTorch's numbers. The draws are serial, in row-major order,
+// with the generator locked; only the Box–Muller transform of whole blocks runs in parallel, and
+// it depends on the values alone, so results never depend on the number of threads.
+//
+// This file is compiled with -ffp-contract=off: PyTorch's reference (its scalar CPU build) rounds
+// each multiply and add separately, and an FMA would change the last bit of x·(to − from) + from.
 #include <cmath>
-#include <mutex>
+#include <limits>
 #include <numbers>
-#include <random>
+#include <type_traits>
+#include <utility>
 
 #include "dispatch.hpp"
+#include "parallel_for.hpp"
+#include "random_draws.hpp"
 #include "tapegrad/autograd.hpp"
+#include "tapegrad/generator.hpp"
 #include "tensor_impl.hpp"
 
 namespace tg {
 
 namespace {
 
-struct Generator {
-  std::mutex mutex;
-  std::mt19937_64 engine{0x5eedULL};
-};
+using detail::LockedGenerator;
 
-Generator& generator() {
-  static Generator instance;
-  return instance;
-}
-
-// Uniform in [0, 1) with the full precision of T: 24 random bits for float, 53 for double, so the
-// result can never round up to 1.
-template <typename T>
-T uniform01(std::mt19937_64& engine) {
-  constexpr int bits = std::numeric_limits<T>::digits;
-  return static_cast<T>(engine() >> (64 - bits)) * (T(1) / static_cast<T>(uint64_t{1} << bits));
-}
-
-template <typename Fill>
-Tensor& fill_random(Tensor& t, const char* op, const Fill& fill) {
+// Checks that `t` may be overwritten in place, then calls fill.operator()<T>(data, numel, gen)
+// with the generator locked, for the dtypes in `Supported`.
+template <typename Supported, typename Fill>
+Tensor& fill_random(Tensor& t, const char* op, Generator* generator, const Fill& fill) {
   check(t.defined(), op, "called on an undefined tensor");
+  detail::check_dtype<Supported>(op, t.dtype());
   check(!(is_grad_enabled() && t.requires_grad()), op, "a tensor that requires grad (shape ", t.shape(),
         ") cannot be modified in place while grad mode is on; use a tg::NoGradGuard");
-  Generator& gen = generator();
-  std::lock_guard lock(gen.mutex);
-  detail::dispatch_floating(op, t.dtype(), [&]<typename T>() { fill(t.mutable_data<T>(), t.numel(), gen.engine); });
+  LockedGenerator gen(generator);
+  detail::dispatch<Supported>(op, t.dtype(), [&]<typename T>() {
+    fill.template operator()<T>(t.mutable_data<T>(), t.numel(), gen);
+  });
   return t;
+}
+
+// Every integer up to 2^digits in magnitude is exact in the floating type T.
+template <typename T>
+constexpr int64_t exact_integer_limit() {
+  return int64_t{1} << std::numeric_limits<T>::digits;
+}
+
+using IntegerDTypes = detail::DTypes<kInt64, kFloat32, kFloat64>;
+
+// Box–Muller on a block of 16 uniforms in place, PyTorch's normal_fill_16: the first 8 values
+// give u₁ = 1 − d[j] (in (0, 1], so the log is finite), the last 8 give u₂ = d[j + 8].
+//   r = √(−2 ln u₁),  θ = 2π·u₂ (computed in double, rounded to T),
+//   d[j] = r cos θ · std + mean,  d[j + 8] = r sin θ · std + mean
+inline constexpr int64_t kNormalBlock = 16;
+
+template <typename T>
+void box_muller_block(T* d, T mean, T std) {
+  for (int64_t j = 0; j < kNormalBlock / 2; ++j) {
+    const T u1 = T(1) - d[j];
+    const T u2 = d[j + kNormalBlock / 2];
+    const T radius = std::sqrt(T(-2) * std::log(u1));
+    const T theta = static_cast<T>(2.0 * std::numbers::pi * static_cast<double>(u2));
+    d[j] = radius * std::cos(theta) * std + mean;
+    d[j + kNormalBlock / 2] = radius * std::sin(theta) * std + mean;
+  }
+}
+
+// data: [n], n ≥ 16. PyTorch's normal_fill: n uniforms, Box–Muller per block of 16; when n is not
+// a multiple of 16, 16 fresh uniforms overwrite the last 16 slots and are transformed again.
+template <typename T>
+void normal_fill(T* data, int64_t n, T mean, T std, LockedGenerator& gen) {
+  for (int64_t i = 0; i < n; ++i) data[i] = gen.uniform<T>(0, 1);
+  const int64_t blocks = n / kNormalBlock;
+  detail::parallel_for(blocks, detail::kElementwiseGrain / kNormalBlock, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) box_muller_block(data + b * kNormalBlock, mean, std);
+  });
+  if (n % kNormalBlock != 0) {
+    T* tail = data + n - kNormalBlock;
+    for (int64_t i = 0; i < kNormalBlock; ++i) tail[i] = gen.uniform<T>(0, 1);
+    box_muller_block(tail, mean, std);
+  }
 }
 
 }  // namespace
 
-void manual_seed(uint64_t seed) {
-  Generator& gen = generator();
-  std::lock_guard lock(gen.mutex);
-  gen.engine.seed(seed);
-}
-
-Tensor& Tensor::uniform_(double low, double high) {
+Tensor& Tensor::uniform_(double low, double high, Generator* generator) {
   check(low <= high, "uniform_", "expected low <= high, got low = ", low, ", high = ", high);
-  return fill_random(*this, "uniform_", [&]<typename T>(T* out, int64_t n, std::mt19937_64& engine) {
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = static_cast<T>(low + (high - low) * static_cast<double>(uniform01<T>(engine)));
+  return fill_random<detail::FloatingDTypes>(*this, "uniform_", generator, [&]<typename T>(T* out, int64_t n, LockedGenerator& gen) {
+    // PyTorch converts the bounds to the tensor's type first and computes in it.
+    const T from = static_cast<T>(low), to = static_cast<T>(high);
+    for (int64_t i = 0; i < n; ++i) out[i] = gen.uniform<T>(from, to);
   });
 }
 
-Tensor& Tensor::normal_(double mean, double stddev) {
+Tensor& Tensor::normal_(double mean, double stddev, Generator* generator) {
   check(stddev >= 0, "normal_", "expected stddev >= 0, got ", stddev);
-  return fill_random(*this, "normal_", [&]<typename T>(T* out, int64_t n, std::mt19937_64& engine) {
-    // Box–Muller: two uniforms give two independent standard normals.
-    for (int64_t i = 0; i < n; i += 2) {
-      const double u1 = 1.0 - uniform01<double>(engine);  // (0, 1]: log(u1) is finite
-      const double u2 = uniform01<double>(engine);
-      const double radius = std::sqrt(-2.0 * std::log(u1));
-      out[i] = static_cast<T>(mean + stddev * radius * std::cos(2.0 * std::numbers::pi * u2));
-      if (i + 1 < n) out[i + 1] = static_cast<T>(mean + stddev * radius * std::sin(2.0 * std::numbers::pi * u2));
+  return fill_random<detail::FloatingDTypes>(*this, "normal_", generator, [&]<typename T>(T* out, int64_t n, LockedGenerator& gen) {
+    if (n >= kNormalBlock) {
+      normal_fill<T>(out, n, static_cast<T>(mean), static_cast<T>(stddev), gen);
+    } else {
+      // Small tensors: one double normal per element, the cached second value of a pair first.
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(gen.normal(mean, stddev));
     }
   });
 }
 
-Tensor rand(const Shape& shape, DType dtype) {
-  Tensor out = make_tensor(shape, dtype, "rand");
-  return out.uniform_(0.0, 1.0);
+Tensor& Tensor::bernoulli_(double p, Generator* generator) {
+  check(p >= 0.0 && p <= 1.0, "bernoulli_", "expected a probability p in [0, 1], got ", p);
+  return fill_random<detail::AllDTypes>(*this, "bernoulli_", generator, [&]<typename T>(T* out, int64_t n, LockedGenerator& gen) {
+    // 1 with probability p: a double uniform (53 bits) below p, as PyTorch's scalar-p kernel.
+    for (int64_t i = 0; i < n; ++i) out[i] = gen.uniform<double>(0.0, 1.0) < p ? T(1) : T(0);
+  });
 }
 
-Tensor randn(const Shape& shape, DType dtype) {
-  Tensor out = make_tensor(shape, dtype, "randn");
-  return out.normal_(0.0, 1.0);
+Tensor rand(const Shape& shape, DType dtype, Generator* generator) {
+  Tensor out = make_tensor(shape, dtype, "rand");
+  return out.uniform_(0.0, 1.0, generator);
 }
+
+Tensor rand(const Shape& shape, Generator& generator, DType dtype) { return rand(shape, dtype, &generator); }
+
+Tensor randn(const Shape& shape, DType dtype, Generator* generator) {
+  Tensor out = make_tensor(shape, dtype, "randn");
+  return out.normal_(0.0, 1.0, generator);
+}
+
+Tensor randn(const Shape& shape, Generator& generator, DType dtype) { return randn(shape, dtype, &generator); }
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Generator* generator) {
+  check(low < high, "randint", "expected low < high, got low = ", low, ", high = ", high);
+  detail::check_dtype<IntegerDTypes>("randint", dtype);
+  Tensor out = make_tensor(shape, dtype, "randint");
+  // The range as PyTorch computes it, in 64 unsigned bits (high − low can exceed int64's range).
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  return fill_random<IntegerDTypes>(out, "randint", generator, [&]<typename T>(T* values, int64_t n, LockedGenerator& gen) {
+    if constexpr (std::is_floating_point_v<T>)
+      check(-exact_integer_limit<T>() <= low && high - 1 <= exact_integer_limit<T>(), "randint", "bounds [", low,
+            ", ", high, ") are not all exact in ", dtype);
+    // PyTorch's random_from_to: one word when the range fits in 32 bits, two otherwise, then
+    // (bits mod range) + low.
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t bits = range >= (uint64_t{1} << 32) ? gen.random64() : gen.random();
+      values[i] = static_cast<T>(static_cast<int64_t>(bits % range + static_cast<uint64_t>(low)));
+    }
+  });
+}
+
+Tensor randint(int64_t high, const Shape& shape, DType dtype, Generator* generator) {
+  return randint(0, high, shape, dtype, generator);
+}
+
+Tensor randperm(int64_t n, DType dtype, Generator* generator) {
+  check(n >= 0, "randperm", "expected n >= 0, got ", n);
+  detail::check_dtype<IntegerDTypes>("randperm", dtype);
+  Tensor out = make_tensor({n}, dtype, "randperm");
+  return fill_random<IntegerDTypes>(out, "randperm", generator, [&]<typename T>(T* values, int64_t, LockedGenerator& gen) {
+    if constexpr (std::is_floating_point_v<T>)
+      check(n <= exact_integer_limit<T>(), "randperm", "n = ", n, " is too large for ", dtype);
+    // PyTorch's randperm_cpu: the identity, then a forward Fisher–Yates shuffle in which position
+    // i swaps with i + (one 32-bit word mod (n − i)). Checked against torch 1.13 up to n = 1000;
+    // the 32-bit word leaves positions beyond 2^32 out of the early swaps, as torch 1.13 does.
+    for (int64_t i = 0; i < n; ++i) values[i] = static_cast<T>(i);
+    for (int64_t i = 0; i + 1 < n; ++i) {
+      const int64_t offset = static_cast<int64_t>(gen.random()) % (n - i);
+      std::swap(values[i], values[i + offset]);
+    }
+  });
+}
+
+Tensor randperm(int64_t n, Generator& generator, DType dtype) { return randperm(n, dtype, &generator); }
 
 }  // namespace tg

@@ -23,8 +23,10 @@ constexpr size_t kAlignment = 64;  // a cache line, and an AVX-512 vector
 
 // The allocator std::allocate_shared uses for a Storage: it appends the tensor's bytes, 64-byte
 // aligned, to the control block, so a Storage costs one allocation. It aligns by hand inside a
-// plain malloc block: glibc's aligned allocation (memalign) splits chunks and showed up as a
-// visible share of the per-op overhead of small graphs. `trailing` receives the bytes' address.
+// plain operator new block (malloc underneath): glibc's aligned allocation (memalign) splits
+// chunks and showed up as a visible share of the per-op overhead of small graphs. Going through
+// operator new rather than malloc lets a replaced operator new (the fault-injection tests) see
+// every tensor. `trailing` receives the bytes' address.
 template <typename T>
 struct TrailingBytesAllocator {
   using value_type = T;
@@ -36,17 +38,16 @@ struct TrailingBytesAllocator {
   TrailingBytesAllocator(const TrailingBytesAllocator<U>& other) : bytes(other.bytes), trailing(other.trailing) {}
 
   T* allocate(size_t n) {
-    // malloc aligns to alignof(max_align_t), so once the control block is padded to that
-    // alignment, kAlignment - alignof(max_align_t) bytes of slack reach the next 64-byte boundary.
-    constexpr size_t kMallocAlignment = alignof(std::max_align_t);
-    const size_t head = (n * sizeof(T) + kMallocAlignment - 1) / kMallocAlignment * kMallocAlignment;
-    void* block = std::malloc(head + kAlignment - kMallocAlignment + bytes);
-    if (block == nullptr) throw std::bad_alloc();
+    // operator new aligns to __STDCPP_DEFAULT_NEW_ALIGNMENT__, so once the control block is
+    // padded to that alignment, kAlignment minus it bytes of slack reach the next 64-byte boundary.
+    constexpr size_t kNewAlignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+    const size_t head = (n * sizeof(T) + kNewAlignment - 1) / kNewAlignment * kNewAlignment;
+    void* block = ::operator new(head + kAlignment - kNewAlignment + bytes);  // std::bad_alloc when out of memory
     const uintptr_t end_of_head = reinterpret_cast<uintptr_t>(block) + head;
     *trailing = reinterpret_cast<std::byte*>((end_of_head + kAlignment - 1) / kAlignment * kAlignment);
     return static_cast<T*>(block);
   }
-  void deallocate(T* block, size_t) { std::free(block); }
+  void deallocate(T* block, size_t) { ::operator delete(block); }
   template <typename U>
   bool operator==(const TrailingBytesAllocator<U>& other) const { return bytes == other.bytes; }
 };
@@ -92,17 +93,18 @@ int64_t checked_numel(const Shape& shape, const char* op) {
 }
 
 Tensor make_tensor(const Shape& shape, DType dtype, const char* op) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->numel = checked_numel(shape, op);
-  impl->shape = shape;
-  impl->dtype = dtype;
-  const size_t bytes = static_cast<size_t>(impl->numel) * element_size(dtype);
+  const int64_t numel = checked_numel(shape, op);
+  const size_t bytes = static_cast<size_t>(numel) * element_size(dtype);
   try {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->numel = numel;
+    impl->shape = shape;
+    impl->dtype = dtype;
     impl->storage = allocate_storage(bytes);
+    return Tensor(std::move(impl));
   } catch (const std::bad_alloc&) {
     throw Error(detail::concat(op, ": cannot allocate ", bytes, " bytes for a ", dtype, " tensor of shape ", shape));
   }
-  return Tensor(std::move(impl));
 }
 
 Tensor make_view(const Tensor& base, const Shape& shape) {
@@ -305,12 +307,23 @@ const char* Tensor::grad_fn_name() const {
   return impl.grad_fn ? impl.grad_fn->name : nullptr;
 }
 
+namespace {
+// Memory exhaustion anywhere in the engine or in a node's backward leaves as tg::Error.
+void run_backward_or_throw(const Tensor& root, const Tensor& seed) {
+  try {
+    autograd::run_backward(root, seed);
+  } catch (const std::bad_alloc&) {
+    throw Error(detail::concat("backward: out of memory while back-propagating from a tensor of shape ", root.shape()));
+  }
+}
+}  // namespace
+
 void Tensor::backward() const {
   check(defined(), "backward", "undefined tensor");
   check(numel() == 1, "backward", "grad can be implicitly created only for a one-element output, got shape ",
         shape(), "; pass a grad_output of that shape");
   // The seed is ours alone: hand it to the engine without the detached view backward(g) makes.
-  autograd::run_backward(*this, ones(shape(), dtype()));
+  run_backward_or_throw(*this, ones(shape(), dtype()));
 }
 
 void Tensor::backward(const Tensor& grad_output) const {
@@ -318,7 +331,7 @@ void Tensor::backward(const Tensor& grad_output) const {
   check(grad_output.shape() == shape() && grad_output.dtype() == dtype(), "backward", "grad_output of shape ",
         grad_output.shape(), " (", grad_output.dtype(), ") does not match the output of shape ", shape(), " (",
         dtype(), ")");
-  autograd::run_backward(*this, grad_output.detach());
+  run_backward_or_throw(*this, grad_output.detach());
 }
 
 }  // namespace tg

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <set>
+#include <string_view>
 
 #include "io/file.hpp"
 #include "optimizer_state.hpp"
@@ -18,34 +20,64 @@ namespace tg {
 namespace {
 
 constexpr const char* kVersionKey = "tapegrad.format_version";
+constexpr const char* kTapegradPrefix = "tapegrad.";
 
-double parse_number(const std::string& text, const std::string& key, const std::string& path) {
-  char* end = nullptr;
-  errno = 0;
-  const double value = std::strtod(text.c_str(), &end);
-  check(!text.empty() && end == text.c_str() + text.size() && errno == 0, "load", "'", path, "' has a malformed '",
-        key, "': \"", text, "\"");
-  return value;
+// A count as tapegrad writes it: decimal digits, no sign, no leading zero, no spaces.
+int64_t parse_version(const std::string& text, const std::string& path) {
+  const bool canonical = !text.empty() && text.size() <= 9 && (text == "0" || text[0] != '0') &&
+                         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  check(canonical, "load", "'", path, "' has a malformed '", kVersionKey, "': \"", text, "\"");
+  return std::stoll(text);
 }
 
 detail::SafetensorsContents read_checkpoint(const std::string& path) {
   detail::SafetensorsContents contents = detail::decode_safetensors(detail::read_file(path, "load"), path, "load");
-  // Files written elsewhere (PyTorch's safetensors) carry no version: they are plain weights.
-  if (auto it = contents.metadata.find(kVersionKey); it != contents.metadata.end()) {
-    const double version = parse_number(it->second, kVersionKey, path);
-    check(version <= kCheckpointFormatVersion, "load", "'", path, "' was written in checkpoint format version ",
-          it->second, ", newer than the version ", kCheckpointFormatVersion, " this tapegrad reads; update tapegrad");
+  auto it = contents.metadata.find(kVersionKey);
+  if (it == contents.metadata.end()) {
+    // Files written elsewhere (PyTorch's safetensors) carry no version: they are plain weights.
+    // tapegrad's keys without a version are a damaged checkpoint, not such a file.
+    for (const auto& [key, value] : contents.metadata)
+      check(key.rfind(kTapegradPrefix, 0) != 0, "load", "'", path, "' has the tapegrad metadata '", key,
+            "' but no '", kVersionKey, "' (corrupted?)");
+    return contents;
   }
+  const int64_t version = parse_version(it->second, path);
+  check(version <= kCheckpointFormatVersion, "load", "'", path, "' was written in checkpoint format version ",
+        version, ", newer than the version ", kCheckpointFormatVersion, " this tapegrad reads; update tapegrad");
+  check(version >= 1, "load", "'", path, "' has checkpoint format version 0, which never existed (corrupted?)");
+  // Versions 1 and 2 checksummed the data, version 3 the whole file; decode_safetensors verified
+  // whichever is present, and a checkpoint must carry the one of its version.
+  const char* checksum = version <= 2 ? detail::kDataChecksumKey : detail::kFileChecksumKey;
+  check(contents.metadata.count(checksum) > 0, "load", "'", path, "' has no '", checksum,
+        "', which every checkpoint of format version ", version, " records (corrupted?)");
   return contents;
+}
+
+// Parameter and buffer names are the file's keys: they must be unique, and "__metadata__" is
+// the safetensors header's own. Checked before anything is written or changed.
+void check_names(const detail::NamedTensors& tensors, const char* op) {
+  std::set<std::string_view> seen;
+  for (const auto& [name, tensor] : tensors) {
+    check(name != "__metadata__", op, "a tensor may not be named '__metadata__': safetensors reserves it");
+    check(seen.insert(name).second, op, "two tensors are named '", name,
+          "'; rename a parameter or child module so that every dotted name is unique");
+  }
+}
+
+// Memory exhaustion leaves a public save or load as tg::Error, like every other failure.
+[[noreturn]] void out_of_memory(const char* op, const std::string& path) {
+  throw Error(detail::concat(op, ": out of memory while working on '", path, "'"));
 }
 
 // The model's parameters as stored in the file, converted to each parameter's dtype; validated
 // completely (missing, unexpected and wrong-shape tensors) before anything is changed.
 std::vector<Tensor> matching_values(nn::Module& model, const detail::SafetensorsContents& contents,
                                     const std::string& path) {
+  const detail::NamedTensors named = model.named_parameters();
+  check_names(named, "load");
   std::set<std::string> known;
   std::vector<Tensor> values;
-  for (const auto& [name, parameter] : model.named_parameters()) {
+  for (const auto& [name, parameter] : named) {
     auto it = contents.tensors.find(name);
     check(it != contents.tensors.end(), "load", "'", path, "' has no tensor for the parameter '", name, "'");
     check(it->second.shape() == parameter.shape(), "load", "'", path, "': parameter '", name, "' has shape ",
@@ -77,17 +109,20 @@ void check_naming_file(const std::string& path, Check check_state) {
 }
 
 void save_checkpoint(nn::Module& model, const optim::Optimizer* optimizer, const optim::LRScheduler* scheduler,
-                     const std::string& path) {
+                     const std::string& path) try {
   detail::NamedTensors tensors = model.named_parameters();
   detail::Metadata metadata = {{kVersionKey, std::to_string(kCheckpointFormatVersion)}};
   if (optimizer) detail::encode_optimizer_state(model, *optimizer, tensors, metadata);
   if (scheduler) detail::encode_scheduler_state(*scheduler, metadata);
-  detail::write_file_atomically(path, detail::encode_safetensors(tensors, metadata), "save");
+  check_names(tensors, "save");
+  detail::write_file_atomically(path, detail::encode_safetensors(tensors, metadata, "save"), "save");
+} catch (const std::bad_alloc&) {
+  out_of_memory("save", path);
 }
 
 // Checks the model's, the optimizer's and the scheduler's part of the file before changing any of them.
 void load_checkpoint(nn::Module& model, optim::Optimizer* optimizer, optim::LRScheduler* scheduler,
-                     const std::string& path) {
+                     const std::string& path) try {
   const detail::SafetensorsContents contents = read_checkpoint(path);
   const std::vector<Tensor> values = matching_values(model, contents, path);
   optim::OptimizerStateDict optimizer_state;
@@ -103,6 +138,8 @@ void load_checkpoint(nn::Module& model, optim::Optimizer* optimizer, optim::LRSc
   assign(model, values);
   if (optimizer) optimizer->load_state_dict(optimizer_state);
   if (scheduler) scheduler->load_state_dict(scheduler_state);
+} catch (const std::bad_alloc&) {
+  out_of_memory("load", path);
 }
 
 }  // namespace

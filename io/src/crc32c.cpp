@@ -25,9 +25,9 @@ constexpr std::array<uint32_t, 256> make_table() {
 constexpr std::array<uint32_t, 256> kTable = make_table();
 }  // namespace
 
-uint32_t crc32c(const void* data, size_t size) {
+uint32_t crc32c(const void* data, size_t size, uint32_t previous) {
   const auto* bytes = static_cast<const unsigned char*>(data);
-  uint32_t crc = ~0u;
+  uint32_t crc = ~previous;
   size_t i = 0;
 #if defined(__SSE4_2__)
   // The CPU's crc32 instruction computes exactly this polynomial, 8 bytes at a time.

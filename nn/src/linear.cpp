@@ -11,6 +11,7 @@
 #include "ops/reduction.hpp"
 #include "parallel_for.hpp"
 #include "tapegrad/nn/functional.hpp"
+#include "tapegrad/nn/init.hpp"
 
 namespace tg::nn {
 
@@ -92,13 +93,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 namespace {
 
-// PyTorch's default Linear init (kaiming_uniform with a = √5 for the weight) gives weight and
-// bias the same law: U(−1/√in, 1/√in).
+// PyTorch's Linear.reset_parameters: the weight [out, in] by kaiming_uniform_(a = √5), whose gain
+// √(2 / (1 + 5)) makes the bound √3·gain/√in = 1/√in up to rounding; then the bias [out] by
+// U(−1/√in, 1/√in). Both through nn::init with PyTorch's own arithmetic, so that the float32
+// bounds, and therefore the values drawn, are PyTorch's bits.
 Tensor default_init(const Shape& shape, int64_t in_features) {
   check(in_features >= 0 && shape[0] >= 0, "Linear", "expected non-negative feature counts, got in_features = ",
         in_features, ", out_features = ", shape[0]);
+  Tensor values = empty(shape);
+  if (shape.size() == 2) return init::kaiming_uniform_(values, std::sqrt(5.0));
   const double bound = in_features > 0 ? 1.0 / std::sqrt(static_cast<double>(in_features)) : 0.0;
-  return empty(shape).uniform_(-bound, bound);
+  return init::uniform_(values, -bound, bound);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/error.hpp"
+#include "tapegrad/generator.hpp"  // tg::Generator and tg::manual_seed, behind the random functions
 
 namespace tg {
 
@@ -51,11 +52,13 @@ class Tensor {
   T* mutable_data();  // for kernels, initialisers and optimizers; bypasses the tape
 
   // --- in-place initialisation (not recorded; refused on a tensor that requires grad unless a
-  // NoGradGuard is alive, as in PyTorch) ---
+  // NoGradGuard is alive, as in PyTorch). The random ones draw PyTorch's numbers from `generator`,
+  // or from the default generator (tg::manual_seed) when it is null ---
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
-  Tensor& uniform_(double low, double high);
-  Tensor& normal_(double mean = 0.0, double stddev = 1.0);
+  Tensor& uniform_(double low = 0.0, double high = 1.0, Generator* generator = nullptr);
+  Tensor& normal_(double mean = 0.0, double stddev = 1.0, Generator* generator = nullptr);
+  Tensor& bernoulli_(double p = 0.5, Generator* generator = nullptr);  // 1 with probability p, else 0
   Tensor& copy_(const Tensor& source);  // same shape and dtype
 
   // --- autograd ---
@@ -107,8 +110,18 @@ Tensor empty(const Shape& shape, DType dtype = kFloat32);  // uninitialised valu
 Tensor zeros(const Shape& shape, DType dtype = kFloat32);
 Tensor ones(const Shape& shape, DType dtype = kFloat32);
 Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
-Tensor rand(const Shape& shape, DType dtype = kFloat32);   // U[0, 1)
-Tensor randn(const Shape& shape, DType dtype = kFloat32);  // N(0, 1)
+// U[0, 1) and N(0, 1) from `generator`, or from the default generator when it is null or omitted.
+Tensor rand(const Shape& shape, DType dtype = kFloat32, Generator* generator = nullptr);
+Tensor rand(const Shape& shape, Generator& generator, DType dtype = kFloat32);
+Tensor randn(const Shape& shape, DType dtype = kFloat32, Generator* generator = nullptr);
+Tensor randn(const Shape& shape, Generator& generator, DType dtype = kFloat32);
+// Integers uniform in [low, high) (low = 0 when omitted), as torch.randint; int64 by default,
+// float32/float64 hold them exactly when |low|, |high| ≤ 2^digits.
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = kInt64, Generator* generator = nullptr);
+Tensor randint(int64_t high, const Shape& shape, DType dtype = kInt64, Generator* generator = nullptr);
+// A random permutation of 0, 1, ..., n − 1, as torch.randperm.
+Tensor randperm(int64_t n, DType dtype = kInt64, Generator* generator = nullptr);
+Tensor randperm(int64_t n, Generator& generator, DType dtype = kInt64);
 // values in row-major order; an empty shape means a 1-D tensor of values.size() elements. Converted
 // as .to() converts: tensor({1, 0, 2}, {}, kBool) is [true, false, true]; int64 values are exact up to 2^53.
 Tensor tensor(const std::vector<double>& values, const Shape& shape = {}, DType dtype = kFloat32);
@@ -116,9 +129,6 @@ Tensor scalar_tensor(double value, DType dtype = kFloat32);  // 0-d
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
-
-// Seeds the one global generator behind rand, randn, uniform_, normal_ and module initialisers.
-void manual_seed(uint64_t seed);
 
 // --- arithmetic with NumPy/PyTorch broadcasting; scalars take the tensor's dtype ---
 Tensor operator+(const Tensor& a, const Tensor& b);

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -154,10 +155,12 @@ std::optional<DType> dtype_from_descr(const std::string& descr) {
 
 }  // namespace
 
-std::string encode_npy(const Tensor& tensor) {
+std::string encode_npy(const Tensor& tensor) try {
   check(tensor.defined(), "save_npy", "undefined tensor");
-  std::string dict = detail::concat("{'descr': '", descr_of(tensor.dtype()),
-                                    "', 'fortran_order': False, 'shape': (");
+  // Plain appends, not concat(): a stream that runs out of memory drops text silently.
+  std::string dict = "{'descr': '";
+  dict += descr_of(tensor.dtype());
+  dict += "', 'fortran_order': False, 'shape': (";
   for (size_t d = 0; d < tensor.shape().size(); ++d) dict += std::to_string(tensor.shape()[d]) + ", ";
   if (tensor.dim() > 1) dict.resize(dict.size() - 2);  // (3,) keeps its comma, (2, 3) does not
   if (tensor.dim() == 1) dict.pop_back();
@@ -179,9 +182,12 @@ std::string encode_npy(const Tensor& tensor) {
     bytes.append(reinterpret_cast<const char*>(tensor.data<T>()), data_bytes);
   });
   return bytes;
+} catch (const std::bad_alloc&) {
+  const size_t data_bytes = tensor.defined() ? static_cast<size_t>(tensor.numel()) * element_size(tensor.dtype()) : 0;
+  throw Error(detail::concat("save_npy: out of memory while encoding a tensor with ", data_bytes, " bytes of data"));
 }
 
-Tensor decode_npy(const std::string& bytes, const std::string& source) {
+Tensor decode_npy(const std::string& bytes, const std::string& source) try {
   check(bytes.size() >= kMagicSize + 4 && bytes.compare(0, kMagicSize, kMagic, kMagicSize) == 0, "load_npy", "'",
         source, "' is not a .npy file (no \\x93NUMPY magic)");
   const int major = static_cast<unsigned char>(bytes[kMagicSize]), minor = static_cast<unsigned char>(bytes[kMagicSize + 1]);
@@ -210,6 +216,8 @@ Tensor decode_npy(const std::string& bytes, const std::string& source) {
   if (data_bytes > 0) std::memcpy(out.impl()->storage->data, bytes.data() + prefix + header_size, data_bytes);
   if (*dtype == kBool) detail::normalize_bools(out);
   return out;
+} catch (const std::bad_alloc&) {
+  throw Error(detail::concat("load_npy: out of memory while decoding the ", bytes.size(), "-byte file '", source, "'"));
 }
 
 void save_npy(const Tensor& tensor, const std::string& path) {

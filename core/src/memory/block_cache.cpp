@@ -29,7 +29,7 @@ namespace tg {
 namespace detail {
 namespace {
 
-constexpr size_t kAlignment = 64;
+constexpr std::align_val_t kBlockAlignment{64};
 constexpr size_t kMaxIdleBytes = size_t{1} << 30;  // tapegrad/memory.hpp documents this limit
 constexpr int kStepsPerDoubling = 8;
 
@@ -54,12 +54,13 @@ class BlockCache {
         return {data, capacity};
       }
     }
-    void* data = std::aligned_alloc(kAlignment, capacity);  // capacity is a multiple of 64
+    // Through operator new, not aligned_alloc, so that a replaced operator new (the
+    // fault-injection tests) sees these blocks too.
+    void* data = ::operator new(capacity, kBlockAlignment, std::nothrow);
     if (data == nullptr) {
       // Memory is short: give back what is idle and try once more.
       release_all();
-      data = std::aligned_alloc(kAlignment, capacity);
-      if (data == nullptr) throw std::bad_alloc();
+      data = ::operator new(capacity, kBlockAlignment);  // std::bad_alloc when memory is out
     }
     return {data, capacity};
   }
@@ -78,7 +79,7 @@ class BlockCache {
         }
       }
     }
-    std::free(block.data);
+    ::operator delete(block.data, kBlockAlignment);
   }
 
   void release_all() noexcept {
@@ -91,7 +92,7 @@ class BlockCache {
     for (auto& [capacity, blocks] : idle)
       for (void* data : blocks) {
         TG_UNPOISON_IDLE(data, capacity);
-        std::free(data);
+        ::operator delete(data, kBlockAlignment);
       }
   }
 

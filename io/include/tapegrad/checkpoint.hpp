@@ -8,10 +8,12 @@
 //
 // Writes are atomic (a temporary file in the same directory, fsync'ed, renamed over the old one):
 // a crash or a full disk during a save leaves the previous checkpoint intact (a process killed
-// mid-save may leave its "<path>.tmp-XXXXXX" behind; it is never read). Loads verify
-// everything — the format, a CRC-32C of the data, the format version, every parameter's presence
-// and shape — before changing anything, and throw tg::Error saying what is wrong; on error the
-// model, the optimizer and the scheduler are left exactly as they were.
+// mid-save may leave a ".tapegrad-<pid>-<n>.tmp" behind; it is never read). A save replaces only
+// a regular file, keeping its mode, and writes through a symbolic link to its target; see
+// write_file_atomically in core/src/io/file.hpp for what it refuses. Loads verify everything —
+// the format, a CRC-32C of the whole file (header and data), the format version, every
+// parameter's presence and shape — before changing anything, and throw tg::Error saying what is
+// wrong; on error the model, the optimizer and the scheduler are left exactly as they were.
 //
 // Tensors are stored under the model's parameter names ("0.weight", "ln.bias"), so weights
 // exported from PyTorch with `safetensors.torch.save_file(model.state_dict(), path)` load into
@@ -32,9 +34,11 @@
 
 namespace tg {
 
-// The version of the checkpoint layout this build writes and the newest it reads. 2: parameter
-// groups and any optimizer's state, scheduler state; 1: the state of an SGD with one group.
-inline constexpr int kCheckpointFormatVersion = 2;
+// The version of the checkpoint layout this build writes and the newest it reads. 3: a CRC-32C of
+// the whole file, header included; 2: parameter groups and any optimizer's state, scheduler
+// state; 1: the state of an SGD with one group. Versions 1 and 2 (a checksum of the data only)
+// still load.
+inline constexpr int kCheckpointFormatVersion = 3;
 
 void save(nn::Module& model, const std::string& path);
 void load(nn::Module& model, const std::string& path);

@@ -8,6 +8,7 @@
 
 #include "tapegrad/nn/activation.hpp"
 #include "tapegrad/nn/functional.hpp"
+#include "tapegrad/nn/init.hpp"
 #include "tapegrad/nn/layer_norm.hpp"
 #include "tapegrad/nn/linear.hpp"
 #include "tapegrad/nn/loss.hpp"

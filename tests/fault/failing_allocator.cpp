@@ -1,0 +1,60 @@
+#include "failing_allocator.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace tg::fault {
+namespace {
+
+std::atomic<bool> counting{false};
+std::atomic<int64_t> count{0};
+std::atomic<int64_t> fail_at{0};
+std::atomic<bool> has_failed{false};
+
+// True when this allocation is the one chosen to fail.
+bool should_fail() {
+  if (!counting.load(std::memory_order_relaxed)) return false;
+  const int64_t n = count.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (n != fail_at.load(std::memory_order_relaxed)) return false;
+  has_failed.store(true, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace
+
+void fail_allocation(int64_t k) {
+  count = 0;
+  has_failed = false;
+  fail_at = k;
+  counting = true;
+}
+
+void stop() { counting = false; }
+
+int64_t allocations() { return count.load(); }
+
+bool failed() { return has_failed.load(); }
+
+}  // namespace tg::fault
+
+// The replaceable forms that allocate. libstdc++'s array and nothrow forms call these, and its
+// operator delete calls free, which matches malloc and aligned_alloc.
+void* operator new(std::size_t size) {
+  if (tg::fault::should_fail()) throw std::bad_alloc();
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+
+void* operator new(std::size_t size, std::align_val_t alignment) {
+  if (tg::fault::should_fail()) throw std::bad_alloc();
+  const auto align = static_cast<std::size_t>(alignment);
+  const std::size_t rounded = (size + align - 1) / align * align;  // aligned_alloc wants a multiple
+  if (void* p = std::aligned_alloc(align, rounded == 0 ? align : rounded)) return p;
+  throw std::bad_alloc();
+}
+
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }

@@ -1,0 +1,160 @@
+// Running out of memory at any single allocation of a training step, a save or a load: the
+// failure is a tg::Error (never std::bad_alloc, never std::terminate), a valid checkpoint is
+// never reported as damaged, and the next step, save and load succeed.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "failing_allocator.hpp"
+#include "support/fixtures.hpp"
+
+namespace {
+
+// The allocation being failed, for the terminate handler's report.
+int64_t current_allocation = 0;
+
+// tmpfs when there is one: each save fsyncs, which on a disk would make a sweep of a thousand
+// saves take minutes.
+std::string checkpoint_path() {
+  const std::string name = "/tg_fault_" + std::to_string(::getpid()) + ".safetensors";
+  return (::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : std::string(TG_FAULT_SCRATCH_DIR)) + name;
+}
+
+// One training step of a model with a weight large enough (256 KiB) for the buffer cache, then a
+// save and a load of the model.
+struct Training {
+  tg::nn::Sequential model{tg::nn::Linear(256, 256), tg::nn::ReLU(), tg::nn::LayerNorm({256}), tg::nn::Linear(256, 3)};
+  tg::optim::SGD optimizer{model.parameters(), {.lr = 0.01, .momentum = 0.9}};
+  tg::Tensor x = tg::randn({8, 256});
+  std::vector<int64_t> labels{0, 1, 2, 0, 1, 2, 0, 1};
+  std::string path = checkpoint_path();
+
+  ~Training() { std::remove(path.c_str()); }
+
+  const char* phase = "";  // what step_save_load was doing, for the report
+
+  double step() {
+    phase = "forward";
+    optimizer.zero_grad();
+    tg::Tensor loss = tg::nn::cross_entropy(model(x), labels);
+    phase = "backward";
+    loss.backward();
+    phase = "optimizer step";
+    optimizer.step();
+    return loss.item();
+  }
+
+  void step_save_load() {
+    step();
+    // The model's checkpoint only: the optimizer's part (io/src/optimizer_state.cpp) still builds
+    // nlohmann::json trees, whose noexcept destructor allocates, so a failure there would end in
+    // std::terminate. Extend to tg::save(model, optimizer, path) once it builds none.
+    phase = "save";
+    tg::save(model, path);
+    phase = "load";
+    tg::load(model, path);
+  }
+
+  // The parameters and momentum buffers, byte for byte.
+  std::string state() {
+    std::string bytes;
+    const auto append = [&bytes](const tg::Tensor& t) {
+      bytes.append(reinterpret_cast<const char*>(t.data<float>()), static_cast<size_t>(t.numel()) * sizeof(float));
+    };
+    for (const tg::Tensor& p : model.parameters()) append(p);
+    for (const tg::Tensor& b : optimizer.momentum_buffers())
+      if (b.defined()) append(b);
+    return bytes;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("failing any one allocation of a step, save and load is a tg::Error, and the next step works",
+          "[fault][memory]") {
+  std::set_terminate([] {
+    std::fprintf(stderr, "std::terminate while allocation %lld was failing\n", static_cast<long long>(current_allocation));
+    std::abort();
+  });
+  tg::manual_seed(0);
+  Training training;
+  training.step_save_load();  // first-use allocations (statics, caches) happen outside the sweep
+
+  tg::fault::fail_allocation(0);
+  training.step_save_load();
+  tg::fault::stop();
+  const int64_t total = tg::fault::allocations();
+  INFO(total << " allocations in one step + save + load");
+  REQUIRE(total > 100);  // the counter sees the library's allocations, tensors included
+
+  // Every allocation (~650, ~20 s); every 4th under a sanitizer, which is several times slower.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  const int64_t stride = 4;
+#else
+  const int64_t stride = 1;
+#endif
+  int64_t errors = 0;
+  std::vector<std::string> escaped;
+  int64_t forward_bad_allocs = 0;
+  int64_t not_reached = 0;
+  for (int64_t k = 1; k <= total; k += stride) {
+    current_allocation = k;
+    tg::fault::fail_allocation(k);
+    try {
+      training.step_save_load();
+    } catch (const tg::Error& error) {
+      ++errors;
+      const std::string message = error.what();
+      // The checkpoint on disk is valid: a load that ran out of memory must not call it damaged.
+      if (message.find("truncated") != std::string::npos || message.find("corrupted") != std::string::npos ||
+          message.find("malformed") != std::string::npos)
+        escaped.push_back("allocation " + std::to_string(k) + " blamed the file: " + message);
+    } catch (const std::bad_alloc&) {
+      // Known gap: the nn layer's forward ops (shape copies, tape nodes, views) still let
+      // std::bad_alloc through; counted and reported, not yet required. Everywhere else it is.
+      if (std::string(training.phase) == "forward") ++forward_bad_allocs;
+      else escaped.push_back("allocation " + std::to_string(k) + " (" + training.phase + ") escaped as std::bad_alloc");
+    } catch (const std::exception& error) {
+      escaped.push_back("allocation " + std::to_string(k) + " (" + training.phase + ") escaped as " +
+                        typeid(error).name() + ": " + error.what());
+    }
+    // The count can differ by an allocation or two between runs (a container's growth): the
+    // last k may not be reached, nothing else may be missed.
+    if (!tg::fault::failed()) ++not_reached;
+    tg::fault::stop();
+    INFO("after failing allocation " << k);
+
+    // Still usable: a whole step, save and load succeed, and load brings back what was saved.
+    const double loss = training.step();
+    REQUIRE(std::isfinite(loss));
+    const std::string saved = training.state();
+    tg::save(training.model, training.path);
+    tg::load(training.model, training.path);
+    REQUIRE(training.state() == saved);
+  }
+  std::string report;
+  for (const std::string& line : escaped) report += line + "\n";
+  INFO(escaped.size() << " failures were not a proper tg::Error:\n" << report);
+  CHECK(escaped.empty());
+  CHECK(not_reached <= 2);
+  REQUIRE(errors > 0);
+  if (forward_bad_allocs > 0)
+    WARN(forward_bad_allocs << " of " << total << " failed allocations in the forward pass left as std::bad_alloc");
+}
+
+TEST_CASE("an allocation larger than memory is a tg::Error naming the op and the bytes", "[fault][memory]") {
+  // 2^42 floats: 16 TiB, more than any test machine has.
+  REQUIRE_THROWS_WITH(tg::zeros({int64_t{1} << 42}), Catch::Contains("zeros") || Catch::Contains("full"));
+  REQUIRE_THROWS_WITH(tg::empty({int64_t{1} << 42}), Catch::Contains("empty: cannot allocate 17592186044416 bytes"));
+  // And the next allocation works.
+  REQUIRE(tg::ones({4}).sum().item() == 4.0);
+}
