@@ -13,7 +13,7 @@ namespace tg::optim {
 
 namespace {
 
-// A hyper-parameter must be a number, and >= 0 where PyTorch requires it (x >= 0 is false for NaN).
+// A hyper-parameter must be finite, and >= 0 where PyTorch requires it (x >= 0 is false for NaN).
 void check_option(double value, const char* key, bool non_negative) {
   if (non_negative) check(value >= 0, "SGD", "expected ", key, " >= 0, got ", value);
   check(std::isfinite(value), "SGD", "expected a finite ", key, ", got ", value);
