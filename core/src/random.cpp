@@ -40,6 +40,7 @@ Tensor& fill_random(Tensor& t, const char* op, const Fill& fill) {
   Generator& gen = generator();
   std::lock_guard lock(gen.mutex);
   detail::dispatch(t.dtype(), [&]<typename T>() { fill(t.mutable_data<T>(), t.numel(), gen.engine); });
+  detail::bump_version(t);
   return t;
 }
 

@@ -5,6 +5,7 @@
 
 #include "dispatch.hpp"
 #include "parallel_for.hpp"
+#include "tensor_impl.hpp"
 
 namespace tg::optim {
 
@@ -116,6 +117,7 @@ void SGD::step() {
       sgd_update<T>(param.numel(), param.mutable_data<T>(), grad.data<T>(),
                     use_momentum ? buffer.mutable_data<T>() : nullptr, first_step, coefficients);
     });
+    tg::detail::bump_version(param);  // a backward that saved param before this step must refuse it
   }
   ++step_count_;
 }
