@@ -5,7 +5,10 @@
 // factory per family of cases — and calls bench::run_main; this header owns the case list, the
 // flags, the timing and the output format:
 //
-//   case=layer_norm_fwd/8192x768 threads=2 median_ms=1.234 p10_ms=1.2 p90_ms=1.3 iters=400
+//   case=layer_norm_fwd/8192x768 threads=2 median_ms=1.234 p10_ms=1.2 p90_ms=1.3 iters=400 cpu_ms=2.4
+//
+// (cpu_ms: the median CPU time per iteration of the whole process, every thread's, which a busy
+// machine's time-slicing does not inflate.)
 //
 // Timing: each case is built once (inputs, modules, optimizer), warmed up, then timed in samples.
 // A sample is `iters_per_sample` back-to-back iterations (enough for ~0.5 ms, so that the clock's
@@ -18,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -47,6 +51,17 @@ struct TrainShape {
 // One step of Linear(IN,H) -> ReLU -> LayerNorm(H), MSE against a fixed target, SGD(lr=0.1).
 inline const std::vector<TrainShape> kTrainShapes = {{2, 5, 6}, {64, 32, 64}, {256, 512, 512}, {1024, 1024, 1024}};
 
+struct GemmShape {
+  int64_t M, K, N;  // C[M, N] = A[M, K] · B[K, N]
+};
+// tg::matmul / torch::matmul alone, float32, no grad: the GEMM kernel against the FMA peak.
+inline const std::vector<GemmShape> kGemmShapes = {{1024, 1024, 1024}, {2048, 2048, 2048}};
+
+// The register-only FMA loop of the peak reference: this many FMA instructions per thread and
+// iteration (kFmaChains independent accumulators, so that latency never stalls the FMA units).
+inline constexpr int64_t kFmaChains = 16;
+inline constexpr int64_t kFmaPerIteration = int64_t{1} << 20;
+
 // STREAM arrays: 32 Mi floats = 128 MiB each, 4x this machine's 32 MiB L3, so nothing stays cached.
 inline constexpr int64_t kStreamElements = int64_t{1} << 25;
 inline constexpr int64_t kTinyGraphElements = 4;
@@ -71,13 +86,19 @@ struct Backend {
   std::function<Runner(int64_t)> tiny_graph;                          // ((a*b)+c).sum().backward()
   std::function<Runner(int64_t)> stream_copy;                         // a[i] = b[i]
   std::function<Runner(int64_t)> stream_triad;                        // a[i] = b[i] + s*c[i]
+  std::function<Runner(GemmShape)> gemm;                              // C = A·B, no grad
+  // kFmaPerIteration FMAs on every thread: the core's float32 peak. Its case name carries the
+  // FLOPs per thread and iteration (2 × lanes × FMAs), for run.py.
+  std::function<Runner(int64_t)> fma_peak;
+  std::function<int64_t()> fma_flops_per_thread;                      // of one fma_peak iteration
+  std::function<std::string()> banner;                                // printed first, as "# <text>"
 };
 
 // --- flags ---
 
 struct Options {
   int threads = 1;
-  std::string filter;        // run only cases whose name contains it
+  std::string filter;        // run only cases whose name contains it, or one of its comma-separated parts
   double min_time = 0.5;     // seconds of timed samples per case (at least)
   int repetitions = 10;      // timed samples per case (at least)
   bool list = false;         // print the case names and exit
@@ -89,7 +110,7 @@ inline void usage(const char* program) {
   std::printf(
       "usage: %s [--threads N] [--filter SUBSTRING] [--min-time SECONDS] [--repetitions N] [--list]\n"
       "  --threads N          intra-op threads (default 1)\n"
-      "  --filter S           only the cases whose name contains S\n"
+      "  --filter S           only the cases whose name contains S (or one of S's comma-separated parts)\n"
       "  --min-time S         time each case for at least S seconds (default 0.5; 0 = one sample)\n"
       "  --repetitions N      take at least N timed samples per case (default 10)\n"
       "  --list               print the case names and exit\n"
@@ -149,6 +170,17 @@ inline std::string dims(std::initializer_list<int64_t> sizes) {
   return out;
 }
 
+// Whether `name` contains `filter`, or one of its comma-separated parts ("gemm,train_step").
+inline bool selected(const std::string& name, const std::string& filter) {
+  size_t begin = 0;
+  while (true) {
+    const size_t comma = filter.find(',', begin);
+    if (name.find(filter.substr(begin, comma - begin)) != std::string::npos) return true;
+    if (comma == std::string::npos) return false;
+    begin = comma + 1;
+  }
+}
+
 struct NamedCase {
   std::string name;
   std::function<Runner()> build;  // allocates only when the case is selected
@@ -166,6 +198,9 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
     add(backend.layer_norm_forward, "layer_norm_fwd", shape, s);
     add(backend.layer_norm_forward_backward, "layer_norm_fwd_bwd", shape, s);
   }
+  if (backend.fma_peak && backend.fma_flops_per_thread)
+    add(backend.fma_peak, "fma_peak", std::to_string(backend.fma_flops_per_thread()), kFmaPerIteration);
+  for (const GemmShape& s : kGemmShapes) add(backend.gemm, "gemm", dims({s.M, s.K, s.N}), s);
   for (const TrainShape& s : kTrainShapes) add(backend.train_step, "train_step", dims({s.batch, s.in, s.hidden}), s);
   add(backend.tiny_graph, "tiny_graph", dims({kTinyGraphElements}), kTinyGraphElements);
   add(backend.stream_copy, "stream_copy", dims({kStreamElements}), kStreamElements);
@@ -187,8 +222,17 @@ inline double quantile(const std::vector<double>& sorted, double q) {
   return sorted[below] + (position - static_cast<double>(below)) * (sorted[above] - sorted[below]);
 }
 
+// CPU time of the whole process (every thread), in seconds: on a shared machine where other
+// processes take turns on the cores, wall time counts their turns too, CPU time only ours.
+inline double process_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
 struct Timing {
-  std::vector<double> sample_ms;  // per-iteration time of each sample, sorted
+  std::vector<double> sample_ms;      // per-iteration time of each sample, sorted
+  std::vector<double> sample_cpu_ms;  // per-iteration CPU time (all threads) of each sample, sorted
   int64_t iterations = 0;         // timed iterations in total
 };
 
@@ -210,11 +254,14 @@ inline Timing time_case(const Runner& runner, const Options& options) {
   while (timing.sample_ms.size() < static_cast<size_t>(options.repetitions) ||
          (seconds_since(start) < options.min_time && timing.sample_ms.size() < kMaxSamples)) {
     const Clock::time_point sample_start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
     for (int64_t i = 0; i < iters_per_sample; ++i) runner.step();
     timing.sample_ms.push_back(1e3 * seconds_since(sample_start) / static_cast<double>(iters_per_sample));
+    timing.sample_cpu_ms.push_back(1e3 * (process_cpu_seconds() - cpu_start) / static_cast<double>(iters_per_sample));
     timing.iterations += iters_per_sample;
   }
   std::sort(timing.sample_ms.begin(), timing.sample_ms.end());
+  std::sort(timing.sample_cpu_ms.begin(), timing.sample_cpu_ms.end());
   return timing;
 }
 
@@ -240,14 +287,23 @@ inline int run_main(int argc, char** argv, const Backend& backend) {
   }
   backend.set_num_threads(options.threads);
   int failures = 0;
+  if (backend.banner) {
+    try {
+      std::printf("# %s\n", backend.banner().c_str());
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "banner: FAILED: %s\n", error.what());
+      ++failures;
+    }
+  }
   for (const auto& c : all) {
-    if (c.name.find(options.filter) == std::string::npos) continue;
+    if (!detail::selected(c.name, options.filter)) continue;
     try {
       const Runner runner = c.build();
       const detail::Timing timing = detail::time_case(runner, options);
-      std::printf("case=%s threads=%d median_ms=%.6g p10_ms=%.6g p90_ms=%.6g iters=%lld\n", c.name.c_str(),
-                  options.threads, detail::quantile(timing.sample_ms, 0.5), detail::quantile(timing.sample_ms, 0.1),
-                  detail::quantile(timing.sample_ms, 0.9), static_cast<long long>(timing.iterations));
+      std::printf("case=%s threads=%d median_ms=%.6g p10_ms=%.6g p90_ms=%.6g iters=%lld cpu_ms=%.6g\n",
+                  c.name.c_str(), options.threads, detail::quantile(timing.sample_ms, 0.5),
+                  detail::quantile(timing.sample_ms, 0.1), detail::quantile(timing.sample_ms, 0.9),
+                  static_cast<long long>(timing.iterations), detail::quantile(timing.sample_cpu_ms, 0.5));
       std::fflush(stdout);
       if (!runner.outputs_finite()) {
         std::fprintf(stderr, "case=%s: FAILED: non-finite values in its outputs or gradients\n", c.name.c_str());

@@ -57,9 +57,15 @@ TORCH_VARIANTS = {
 }
 
 LINE = re.compile(r"case=(\S+) threads=(\d+) median_ms=(\S+) p10_ms=(\S+) p90_ms=(\S+) iters=(\d+)")
+BANNER = re.compile(r"^# (cpu: .*)$", re.M)  # tg_bench's first line: tg::to_string(tg::cpu_info())
+banners = []  # every distinct banner seen, in order (one unless the runs disagree)
 STREAM_ELEMENTS = 1 << 25  # must match bench::kStreamElements
 
-# Targets of issue 5: libtorch time / tapegrad time at least this much.
+# Targets of issue 11: GEMM at least this fraction of the FMA peak measured in the same run, 1 thread;
+# 2 threads at least GEMM_THREAD_SPEEDUP x 1 thread.
+GEMM_PEAK_FRACTION = 0.8
+GEMM_THREAD_SPEEDUP = 1.8
+# Targets of issues 5 and 11: libtorch time / tapegrad time at least this much.
 LAYER_NORM_SPEEDUP = {"8192x768": 2.0, "32768x64": 2.0, "512x4096": 2.0, "64x8": 10.0, "2x4": 10.0}
 TRAIN_SPEEDUP = {"2x5x6": 10.0, "64x32x64": 5.0, "256x512x512": 1.1, "1024x1024x1024": 1.1}
 FORWARD_VS_COPY = 1.3          # LayerNorm forward time <= 1.3x a memcpy of the same tensor...
@@ -111,6 +117,9 @@ def run(label, program, threads, args, env):
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
     if result.returncode != 0:
         sys.exit("%s failed (exit %d):\n%s" % (" ".join(command), result.returncode, result.stderr))
+    for banner in BANNER.findall(result.stdout):
+        if banner not in banners:
+            banners.append(banner)
     if args.raw:
         with open(args.raw, "a") as raw:
             raw.write("# program=%s %s\n%s" % (label, " ".join(command), result.stdout))
@@ -123,6 +132,9 @@ def load_raw(path):
     for line in open(path):
         if line.startswith("# program="):
             label = line.split()[1].split("=", 1)[1]
+        banner = BANNER.match(line)
+        if banner and banner.group(1) not in banners:
+            banners.append(banner.group(1))
         match = LINE.match(line)
         if match and label:
             results.setdefault((label, match.group(1), int(match.group(2))), []).append(float(match.group(3)))
@@ -180,9 +192,17 @@ def numel(shape):
 
 def gflops(case, ms):
     """Training step: 2·B·IN·H for the forward matmul + 2·B·IN·H for the weight gradient. The input
-    gradient (another 2·B·IN·H) is not counted: x is data, neither library computes it."""
-    b, i, h = (int(s) for s in case.split("/")[1].split("x"))
-    return 4.0 * b * i * h / (ms * 1e-3) / 1e9
+    gradient (another 2·B·IN·H) is not counted: x is data, neither library computes it.
+    GEMM M×K×N: 2·M·K·N. FMA peak: the FLOPs per thread and iteration in its name, times threads."""
+    family, shape = case.split("/")
+    if family == "fma_peak":
+        return None  # needs the thread count: see peak_gflops
+    b, i, h = (int(s) for s in shape.split("x"))
+    return (2.0 if family == "gemm" else 4.0) * b * i * h / (ms * 1e-3) / 1e9
+
+
+def peak_gflops(case, threads, ms):
+    return int(case.split("/")[1]) * threads / (ms * 1e-3) / 1e9
 
 
 def gbps(case, ms):
@@ -254,6 +274,10 @@ def main():
                 best = (ms, variant)
         return best
 
+    peak_case = next((c for c in order if c.startswith("fma_peak/")), None)
+    peak = {t: peak_gflops(peak_case, t, median("tapegrad", peak_case, t))
+            for t in args.threads if peak_case and median("tapegrad", peak_case, t)}
+
     triad = {t: gbps("stream_triad/%d" % STREAM_ELEMENTS, median("tapegrad", "stream_triad/%d" % STREAM_ELEMENTS, t))
              for t in args.threads if median("tapegrad", "stream_triad/%d" % STREAM_ELEMENTS, t)}
 
@@ -261,6 +285,8 @@ def main():
     print("# tapegrad vs libtorch — %s" % time.strftime("%Y-%m-%d %H:%M", time.localtime(when)))
     print()
     print("- Machine: %s" % info["cpu"])
+    for banner in banners:
+        print("- tapegrad's %s" % banner)
     print("- Compiler: %s" % info["compiler"])
     print("- libtorch: %s (Debian), BLAS: %s" % (info["libtorch"], info["blas"]))
     command = "python3 bench/run.py --build %s" % args.build
@@ -268,9 +294,9 @@ def main():
     print("- Command: `%s` — %d rounds, min-time %g s per case per run, medians across rounds; "
           "libtorch at its best of: %s" % (command, args.rounds, args.min_time, ", ".join(args.variants)))
     print()
-    print("| case | thr | tapegrad ms | libtorch ms | torch/tg | tg GB/s | % triad | tg GFLOP/s | torch GFLOP/s "
-          "| target | met | libtorch best env |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| case | thr | tapegrad ms | libtorch ms | torch/tg | tg GB/s | % triad | tg GFLOP/s | % FMA peak "
+          "| torch GFLOP/s | target | met | libtorch best env |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     verdicts = []
     for case in order:
         family, shape = case.split("/")
@@ -283,10 +309,16 @@ def main():
             ratio = torch_ms / tg_ms if torch_ms else None
             bandwidth = gbps(case, tg_ms)
             fraction = 100.0 * bandwidth / triad[threads] if bandwidth and threads in triad else None
-            tg_flops = gflops(case, tg_ms) if family == "train_step" else None
-            torch_flops = gflops(case, torch_ms) if family == "train_step" and torch_ms else None
+            computes = family in ("train_step", "gemm")
+            tg_flops = gflops(case, tg_ms) if computes else None
+            if family == "fma_peak":
+                tg_flops = peak.get(threads)
+            torch_flops = gflops(case, torch_ms) if computes and torch_ms else None
+            of_peak = 100.0 * tg_flops / peak[threads] if computes and threads in peak else None
             target, met = "", ""
-            if family == "layer_norm_fwd_bwd" and shape in LAYER_NORM_SPEEDUP and ratio:
+            if family == "gemm" and threads == args.threads[0] and of_peak is not None:
+                target, met = "≥ %d%% FMA peak" % round(100 * GEMM_PEAK_FRACTION), of_peak >= 100 * GEMM_PEAK_FRACTION
+            elif family == "layer_norm_fwd_bwd" and shape in LAYER_NORM_SPEEDUP and ratio:
                 target, met = "≥ %gx torch" % LAYER_NORM_SPEEDUP[shape], ratio >= LAYER_NORM_SPEEDUP[shape]
             elif family == "train_step" and shape in TRAIN_SPEEDUP and ratio:
                 target, met = "≥ %gx torch" % TRAIN_SPEEDUP[shape], ratio >= TRAIN_SPEEDUP[shape]
@@ -297,9 +329,9 @@ def main():
                         tg_ms <= FORWARD_VS_COPY * copy_ms
             if target:
                 verdicts.append(met)
-            print("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            print("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 case, threads, fmt(tg_ms, 4), fmt(torch_ms, 4), fmt(ratio), fmt(bandwidth), fmt(fraction),
-                fmt(tg_flops), fmt(torch_flops), target, "" if target == "" else ("yes" if met else "**no**"),
+                fmt(tg_flops), fmt(of_peak), fmt(torch_flops), target, "" if target == "" else ("yes" if met else "**no**"),
                 variant))
 
     if len(args.threads) >= 2:
@@ -311,17 +343,27 @@ def main():
         print()
         print("| case | %d thr ms | %d thr ms | speed-up | target | met |" % (one, two))
         print("|---|---|---|---|---|---|")
-        for case in COMPUTE_BOUND + TINY:
+        gemms = [c for c in order if c.startswith("gemm/")]
+        for case in ([peak_case] if peak_case else []) + gemms + COMPUTE_BOUND + TINY:
             t1, t2 = median("tapegrad", case, one), median("tapegrad", case, two)
             if t1 is None or t2 is None:
                 continue
-            if case in COMPUTE_BOUND:
+            if case == peak_case:  # the same work per thread: the speed-up is the throughput ratio
+                print("| %s | %s | %s | %s | (reference) | |" % (case, fmt(t1, 4), fmt(t2, 4), fmt(two * t1 / t2)))
+                continue
+            if case in gemms:
+                target, met = "≥ %gx" % GEMM_THREAD_SPEEDUP, t1 / t2 >= GEMM_THREAD_SPEEDUP
+            elif case in COMPUTE_BOUND:
                 target, met = "≥ %gx" % THREAD_SPEEDUP, t1 / t2 >= THREAD_SPEEDUP
             else:
                 target, met = "not slower", t2 <= NOT_SLOWER_TOLERANCE * t1
             verdicts.append(met)
             print("| %s | %s | %s | %s | %s | %s |" % (case, fmt(t1, 4), fmt(t2, 4), fmt(t1 / t2), target,
                                                        "yes" if met else "**no**"))
+    if peak:
+        print()
+        print("FMA peak (tg_bench, register-only float32 FMA loop in the widest vectors): " + "; ".join(
+            "%d thr: %s GFLOP/s" % (t, fmt(peak[t])) for t in sorted(peak)))
     if triad:
         print()
         print("STREAM (tg_bench, %d Mi floats per array): " % (STREAM_ELEMENTS >> 20) + "; ".join(

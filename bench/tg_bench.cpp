@@ -15,6 +15,7 @@
 #include <tapegrad/tapegrad.hpp>
 #include <vector>
 
+#include "fma_peak.hpp"
 #include "harness.hpp"
 
 namespace {
@@ -92,6 +93,38 @@ bench::Runner copy(bench::LayerNormShape shape) {
   auto s = std::make_shared<State>(State{tg::randn({shape.rows, shape.cols}), tg::empty({shape.rows, shape.cols})});
   return {[s] { parallel_copy(s->y.mutable_data<float>(), s->x.data<float>(), s->x.numel()); },
           [s] { return all_finite(s->y); }};
+}
+
+// C = A·B with A: [M, K], B: [K, N], float32, under NoGradGuard: the GEMM kernel alone.
+bench::Runner gemm(bench::GemmShape shape) {
+  struct State {
+    tg::Tensor a, b, c;
+  };
+  auto s = std::make_shared<State>(State{tg::randn({shape.M, shape.K}), tg::randn({shape.K, shape.N}), {}});
+  return {[s] {
+            tg::NoGradGuard no_grad;
+            s->c = tg::Tensor();
+            s->c = tg::matmul(s->a, s->b);
+          },
+          [s] { return all_finite(s->c); }};
+}
+
+// The FMA loop on every thread tapegrad may use (tg::get_num_threads()), one chunk per thread.
+bench::Runner fma_peak(int64_t fmas) {
+  auto sums = std::make_shared<std::vector<float>>(static_cast<size_t>(tg::get_num_threads()), 0.0f);
+  return {[sums, fmas] {
+            tbb::parallel_for(
+                tbb::blocked_range<size_t>(0, sums->size(), 1),
+                [&](const tbb::blocked_range<size_t>& r) {
+                  for (size_t t = r.begin(); t != r.end(); ++t) (*sums)[t] = bench::fma_loop(fmas, (*sums)[t] * 1e-9f);
+                },
+                tbb::static_partitioner());
+          },
+          [sums] {
+            for (float sum : *sums)
+              if (!std::isfinite(sum)) return false;
+            return true;
+          }};
 }
 
 // One training step: forward, MSE against a fixed target, backward, SGD(lr=0.1).step(), zero_grad().
@@ -183,6 +216,10 @@ int main(int argc, char** argv) {
       .tiny_graph = tiny_graph,
       .stream_copy = stream_copy,
       .stream_triad = stream_triad,
+      .gemm = gemm,
+      .fma_peak = fma_peak,
+      .fma_flops_per_thread = [] { return bench::flops_per_fma() * bench::kFmaPerIteration; },
+      .banner = [] { return "cpu: " + tg::to_string(tg::cpu_info()); },
   };
   return bench::run_main(argc, argv, backend);
 }

@@ -83,6 +83,19 @@ bench::Runner train_step(bench::TrainShape shape) {
           }};
 }
 
+bench::Runner gemm(bench::GemmShape shape) {
+  struct State {
+    torch::Tensor a, b, c;
+  };
+  auto s = std::make_shared<State>(State{torch::randn({shape.M, shape.K}), torch::randn({shape.K, shape.N}), {}});
+  return {[s] {
+            torch::NoGradGuard no_grad;
+            s->c = torch::Tensor();
+            s->c = torch::matmul(s->a, s->b);
+          },
+          [s] { return all_finite({s->c}); }};
+}
+
 bench::Runner tiny_graph(int64_t n) {
   struct State {
     torch::Tensor a, b, c;
@@ -106,6 +119,10 @@ int main(int argc, char** argv) {
       .tiny_graph = tiny_graph,
       .stream_copy = {},  // the memcpy and STREAM references are measured by tg_bench only
       .stream_triad = {},
+      .gemm = gemm,
+      .fma_peak = {},
+      .fma_flops_per_thread = {},
+      .banner = {},
   };
   return bench::run_main(argc, argv, backend);
 }

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -11,7 +12,8 @@ namespace examples {
 
 class Flags {
  public:
-  // Accepts "--name value" and "--name=value"; "--help" prints the defaults the program asked for.
+  // Accepts "--name value" and "--name=value", and "--name" alone (last, or before another flag) as
+  // a switch; "--help" prints the defaults the program asked for.
   Flags(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
@@ -24,8 +26,8 @@ class Flags {
       if (eq != std::string::npos) {
         values_[arg.substr(2, eq - 2)] = arg.substr(eq + 1);
       } else {
-        if (i + 1 >= argc) throw std::invalid_argument("flag " + arg + " needs a value");
-        values_[arg.substr(2)] = argv[++i];
+        if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0) switches_.insert(arg.substr(2));
+        else values_[arg.substr(2)] = argv[++i];
       }
     }
   }
@@ -33,10 +35,18 @@ class Flags {
   long integer(const std::string& name, long fallback) { return std::stol(get(name, std::to_string(fallback))); }
   double real(const std::string& name, double fallback) { return std::stod(get(name, std::to_string(fallback))); }
   std::string text(const std::string& name, const std::string& fallback) { return get(name, fallback); }
+  // A switch: true when given, as "--name" or "--name=true".
+  bool boolean(const std::string& name) {
+    known_[name] = "off";
+    const auto it = values_.find(name);
+    return switches_.count(name) || (it != values_.end() && (it->second == "true" || it->second == "1"));
+  }
 
   // After all flags were read: rejects unknown ones; true when the user asked for --help.
   bool finish(const char* program) {
     for (const auto& [name, value] : values_)
+      if (!known_.count(name)) throw std::invalid_argument("unknown flag --" + name);
+    for (const std::string& name : switches_)
       if (!known_.count(name)) throw std::invalid_argument("unknown flag --" + name);
     if (help_) {
       std::printf("usage: %s [flags]\n", program);
@@ -48,11 +58,13 @@ class Flags {
  private:
   std::string get(const std::string& name, const std::string& fallback) {
     known_[name] = fallback;
+    if (switches_.count(name)) throw std::invalid_argument("flag --" + name + " needs a value");
     auto it = values_.find(name);
     return it == values_.end() ? fallback : it->second;
   }
 
   std::map<std::string, std::string> values_, known_;
+  std::set<std::string> switches_;
   bool help_ = false;
 };
 

@@ -4,6 +4,7 @@
 //   ./build/examples/train_mlp                       # defaults: ~95%+ test accuracy in seconds
 //   ./build/examples/train_mlp --hidden 256 --steps 6000 --log-csv loss.csv
 //   ./build/examples/train_mlp --save model.safetensors   # the trained parameters (tg::save)
+//   ./build/examples/train_mlp --verbose                  # also the CPU and the GEMM kernel chosen for it
 //
 // Exits with status 1 when the final test accuracy is below --target-accuracy.
 #include <spdlog/spdlog.h>
@@ -88,8 +89,10 @@ int main(int argc, char** argv) try {
   const double target_accuracy = flags.real("target-accuracy", 0.95);
   const std::string csv_path = flags.text("log-csv", "");
   const std::string save_path = flags.text("save", "");
+  const bool verbose = flags.boolean("verbose");
   if (flags.finish("train_mlp")) return 0;
   if (threads > 0) tg::set_num_threads(static_cast<int>(threads));
+  if (verbose) spdlog::info("cpu: {}", tg::to_string(tg::cpu_info()));
 
   tg::manual_seed(static_cast<uint64_t>(seed));
   const Dataset train = make_spirals(points_per_class, noise, 2 * seed + 1);

@@ -1,15 +1,76 @@
-// Runs a generic lambda for the C++ type behind a runtime dtype:
-//   dispatch(t.dtype(), [&]<typename T>() { kernel<T>(t.data<T>(), ...); });
+// Runs a generic lambda for the C++ element type behind a runtime dtype, for the dtypes an op's
+// kernels are written for, and throws tg::Error naming the op and the dtype for the others:
+//
+//   dispatch_floating("exp", x.dtype(), [&]<typename T>() { kernel<T>(x.data<T>(), ...); });
+//   dispatch_all("transpose", x.dtype(), [&]<typename T>() { copy<T>(...); });
+//
+// The switch lists every dtype, so the lambda is instantiated only for the supported ones and a
+// new dtype cannot slip into an old kernel (the static_assert fails until it is listed here).
 #pragma once
 
+#include <string>
+#include <utility>
+
 #include "tapegrad/dtype.hpp"
+#include "tapegrad/error.hpp"
 
 namespace tg::detail {
 
+// The dtypes an op supports.
+template <DType... Supported>
+struct DTypes {
+  static constexpr bool contains(DType dtype) { return ((dtype == Supported) || ...); }
+  static std::string names() {
+    std::string list;
+    ((list += (list.empty() ? "" : ", ") + std::string(name(Supported))), ...);
+    return list;
+  }
+};
+using FloatingDTypes = DTypes<kFloat32, kFloat64>;
+using AllDTypes = DTypes<kFloat32, kFloat64, kInt64, kBool>;
+
+template <typename Supported>
+[[noreturn]] void throw_unsupported_dtype(const char* op, DType dtype) {
+  throw Error(concat(op, ": not implemented for ", dtype, " tensors (supported: ", Supported::names(), ")"));
+}
+
+// tg::Error naming `op` unless `dtype` is one of `Supported`: for validating at an op's edge,
+// before a kernel deep inside dispatches.
+template <typename Supported>
+void check_dtype(const char* op, DType dtype) {
+  if (!Supported::contains(dtype)) throw_unsupported_dtype<Supported>(op, dtype);
+}
+
+template <typename Supported, typename Fn>
+decltype(auto) dispatch(const char* op, DType dtype, Fn&& fn) {
+  static_assert(kDTypeCount == 4, "a dtype was added: list it in the switch below");
+  switch (dtype) {
+    case DType::Float32:
+      if constexpr (Supported::contains(DType::Float32)) return fn.template operator()<float>();
+      break;
+    case DType::Float64:
+      if constexpr (Supported::contains(DType::Float64)) return fn.template operator()<double>();
+      break;
+    case DType::Int64:
+      if constexpr (Supported::contains(DType::Int64)) return fn.template operator()<int64_t>();
+      break;
+    case DType::Bool:
+      if constexpr (Supported::contains(DType::Bool)) return fn.template operator()<bool>();
+      break;
+  }
+  throw_unsupported_dtype<Supported>(op, dtype);
+}
+
+// Arithmetic, reductions, matmul, the fused nn kernels, random fills and everything autograd touches.
 template <typename Fn>
-decltype(auto) dispatch(DType dtype, Fn&& fn) {
-  if (dtype == kFloat32) return fn.template operator()<float>();
-  return fn.template operator()<double>();
+decltype(auto) dispatch_floating(const char* op, DType dtype, Fn&& fn) {
+  return dispatch<FloatingDTypes>(op, dtype, std::forward<Fn>(fn));
+}
+
+// Ops that only move, convert or print values: creation, .to, item, copies, transpose, I/O.
+template <typename Fn>
+decltype(auto) dispatch_all(const char* op, DType dtype, Fn&& fn) {
+  return dispatch<AllDTypes>(op, dtype, std::forward<Fn>(fn));
 }
 
 }  // namespace tg::detail

@@ -19,9 +19,12 @@ constexpr int kLineWidth = 80;
 constexpr int64_t kSummaryThreshold = 1000;
 constexpr int64_t kEdgeItems = 3;
 
-enum class Mode { Integer, Fixed, Scientific };
+// Integer, Fixed and Scientific format floats; Int64 and Bool print int64 and bool tensors the way
+// PyTorch does ("-3", "True"), in columns as wide as their widest visible value.
+enum class Mode { Integer, Fixed, Scientific, Int64, Bool };
 
 std::string format_value(double v, Mode mode) {
+  if (mode == Mode::Bool) return v != 0 ? "True" : "False";
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buffer[64];
@@ -29,6 +32,8 @@ std::string format_value(double v, Mode mode) {
     case Mode::Integer: std::snprintf(buffer, sizeof buffer, "%.0f.", v); break;
     case Mode::Fixed: std::snprintf(buffer, sizeof buffer, "%.4f", v); break;
     case Mode::Scientific: std::snprintf(buffer, sizeof buffer, "%.4e", v); break;
+    case Mode::Int64:  // Printer::text formats the exact int64 values
+    case Mode::Bool: break;
   }
   return buffer;
 }
@@ -51,7 +56,8 @@ std::vector<std::vector<int64_t>> visible_indices(const Shape& shape, bool summa
 }
 
 struct Printer {
-  const std::vector<double>& values;
+  const std::vector<double>& values;  // every element as a double (bool: 0 or 1)
+  const int64_t* integers;            // an int64 tensor's exact values, else null
   const Shape& shape;
   std::vector<int64_t> strides;
   std::vector<std::vector<int64_t>> visible;
@@ -59,7 +65,12 @@ struct Printer {
   size_t width = 1;
 
   // Chooses the number format from the visible finite values, as PyTorch's _Formatter does.
-  void choose_format() {
+  void choose_format(DType dtype) {
+    if (!is_floating_point(dtype)) {
+      mode = dtype == kBool ? Mode::Bool : Mode::Int64;
+      measure();
+      return;
+    }
     std::vector<double> finite;
     collect(finite);
     bool integral = true;
@@ -108,18 +119,23 @@ struct Printer {
     });
   }
 
-  // Like PyTorch, only nonzero finite values set the width (at least 1): "nan", "inf" and "-0.0000"
-  // may stick out of the column.
+  // Like PyTorch, only nonzero finite floats set the width (at least 1): "nan", "inf" and "-0.0000"
+  // may stick out of the column. Every int64 and bool value counts.
   void measure() {
     for_each_visible([&](int64_t offset) {
       const double v = values[offset];
-      if (std::isfinite(v) && v != 0) width = std::max(width, format_value(v, mode).size());
+      const bool counts = mode == Mode::Int64 || mode == Mode::Bool || (std::isfinite(v) && v != 0);
+      if (counts) width = std::max(width, text(offset).size());
     });
   }
 
+  std::string text(int64_t offset) const {
+    return mode == Mode::Int64 ? std::to_string(integers[offset]) : format_value(values[offset], mode);
+  }
+
   std::string element(int64_t offset) const {
-    std::string text = format_value(values[offset], mode);
-    return std::string(width - std::min(width, text.size()), ' ') + text;
+    const std::string value = text(offset);
+    return std::string(width - std::min(width, value.size()), ' ') + value;
   }
 
   // The innermost dim: "[a, b, c]", wrapping at the line width, continuation lines indented.
@@ -198,17 +214,20 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) {
     }
   } else {
     const std::vector<double> values =
-        detail::dispatch(t.dtype(), [&]<typename T>() {
+        detail::dispatch_all("print", t.dtype(), [&]<typename T>() {
           const T* data = t.data<T>();
           return std::vector<double>(data, data + t.numel());
         });
-    Printer printer{values, t.shape(), std::vector<int64_t>(t.shape().size(), 1),
-                    visible_indices(t.shape(), t.numel() > kSummaryThreshold)};
+    Printer printer{values, t.dtype() == kInt64 ? t.data<int64_t>() : nullptr, t.shape(),
+                    std::vector<int64_t>(t.shape().size(), 1), visible_indices(t.shape(), t.numel() > kSummaryThreshold)};
     for (size_t d = t.shape().size(); d-- > 1;) printer.strides[d - 1] = printer.strides[d] * t.shape()[d];
-    printer.choose_format();
+    printer.choose_format(t.dtype());
     body = t.dim() == 0 ? printer.element(0) : printer.render(prefix.size());
   }
-  if (t.dtype() != kFloat32) suffixes.push_back("dtype=" + std::string(name(t.dtype())));
+  // PyTorch names the dtype unless it is the default float32 or, for a non-empty tensor, int64 or
+  // bool (which the values already show).
+  const bool dtype_is_evident = t.dtype() == kFloat32 || (t.numel() > 0 && !is_floating_point(t.dtype()));
+  if (!dtype_is_evident) suffixes.push_back("dtype=" + std::string(name(t.dtype())));
   if (const char* fn = t.grad_fn_name()) suffixes.push_back("grad_fn=<" + std::string(fn) + ">");
   else if (t.requires_grad()) suffixes.push_back("requires_grad=True");
   // Suffixes follow on the last line, or on a new indented line when it would pass 80 columns.

@@ -39,7 +39,7 @@ Tensor& fill_random(Tensor& t, const char* op, const Fill& fill) {
         ") cannot be modified in place while grad mode is on; use a tg::NoGradGuard");
   Generator& gen = generator();
   std::lock_guard lock(gen.mutex);
-  detail::dispatch(t.dtype(), [&]<typename T>() { fill(t.mutable_data<T>(), t.numel(), gen.engine); });
+  detail::dispatch_floating(op, t.dtype(), [&]<typename T>() { fill(t.mutable_data<T>(), t.numel(), gen.engine); });
   detail::bump_version(t);
   return t;
 }

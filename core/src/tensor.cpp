@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "autograd/node.hpp"
+#include "convert.hpp"
 #include "dispatch.hpp"
 #include "memory/block_cache.hpp"
 #include "ops/elementwise.hpp"
@@ -159,18 +160,27 @@ std::vector<T> Tensor::to_vector() const {
   return std::vector<T>(values, values + numel());
 }
 
-template const float* Tensor::data<float>() const;
-template const double* Tensor::data<double>() const;
-template float* Tensor::mutable_data<float>();
-template double* Tensor::mutable_data<double>();
-template std::vector<float> Tensor::to_vector<float>() const;
-template std::vector<double> Tensor::to_vector<double>() const;
-
-double Tensor::item() const {
+template <typename T>
+T Tensor::item() const {
   check(numel() == 1, "item", "a tensor with ", numel(), " elements (shape ", shape(),
         ") cannot be converted to a scalar");
-  return detail::dispatch(dtype(), [&]<typename T>() { return static_cast<double>(*data<T>()); });
+  T value;
+  detail::dispatch_all("item", dtype(), [&]<typename From>() { detail::convert_values(data<From>(), &value, 1, "item"); });
+  return value;
 }
+
+double Tensor::item() const { return item<double>(); }
+
+#define TG_INSTANTIATE_ACCESSORS(T)                    \
+  template const T* Tensor::data<T>() const;           \
+  template T* Tensor::mutable_data<T>();               \
+  template std::vector<T> Tensor::to_vector<T>() const; \
+  template T Tensor::item<T>() const;
+TG_INSTANTIATE_ACCESSORS(float)
+TG_INSTANTIATE_ACCESSORS(double)
+TG_INSTANTIATE_ACCESSORS(int64_t)
+TG_INSTANTIATE_ACCESSORS(bool)
+#undef TG_INSTANTIATE_ACCESSORS
 
 // --- in-place initialisation ---------------------------------------------------------------------
 
@@ -185,9 +195,11 @@ void check_inplace(const Tensor& t, const char* op) {
 
 Tensor& Tensor::fill_(double value) {
   check_inplace(*this, "fill_");
-  detail::dispatch(dtype(), [&]<typename T>() {
+  detail::dispatch_all("fill_", dtype(), [&]<typename T>() {
+    T converted;
+    detail::convert_values(&value, &converted, 1, "fill_");
     T* out = mutable_data<T>();
-    std::fill(out, out + numel(), static_cast<T>(value));
+    std::fill(out, out + numel(), converted);
   });
   detail::bump_version(*this);
   return *this;
@@ -234,7 +246,9 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
   Tensor out = make_tensor(resolved, dtype, "tensor");
   check(out.numel() == static_cast<int64_t>(values.size()), "tensor", values.size(),
         " values do not fill shape ", resolved, " (", out.numel(), " elements)");
-  detail::dispatch(dtype, [&]<typename T>() { std::copy(values.begin(), values.end(), out.mutable_data<T>()); });
+  detail::dispatch_all("tensor", dtype, [&]<typename T>() {
+    detail::convert_values(values.data(), out.mutable_data<T>(), out.numel(), "tensor");
+  });
   return out;
 }
 
@@ -244,14 +258,13 @@ Tensor Tensor::to(DType target) const {
   check(defined(), "to", "undefined tensor");
   if (target == dtype()) return *this;
   Tensor out = make_tensor(shape(), target, "to");
-  detail::dispatch(dtype(), [&]<typename From>() {
-    detail::dispatch(target, [&]<typename To>() {
-      const From* in = data<From>();
-      To* result = out.mutable_data<To>();
-      for (int64_t i = 0; i < numel(); ++i) result[i] = static_cast<To>(in[i]);
+  detail::dispatch_all("to", dtype(), [&]<typename From>() {
+    detail::dispatch_all("to", target, [&]<typename To>() {
+      detail::convert_values(data<From>(), out.mutable_data<To>(), numel(), "to");
     });
   });
-  if (autograd::needs_grad(*this))
+  // Like PyTorch, a conversion to int64 or bool is not differentiable: its result is a constant.
+  if (is_floating_point(target) && autograd::needs_grad(*this))
     autograd::record(out, "ToCopyBackward", {*this}, [source = dtype()](const Tensor& g, autograd::GradInputs& grads) {
       grads.set(0, g.to(source));
     });
@@ -278,6 +291,8 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
   check(defined(), "requires_grad_", "undefined tensor");
   check(is_leaf() || requires_grad, "requires_grad_",
         "cannot turn off requires_grad on a tensor computed by an operation; use detach()");
+  check(is_floating_point(dtype()) || !requires_grad, "requires_grad_", "only float32 and float64 tensors can "
+        "require gradients, got a ", dtype(), " tensor of shape ", shape());
   impl_->requires_grad = requires_grad;
   return *this;
 }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "tapegrad/autograd.hpp"
+#include "tapegrad/cpu.hpp"
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/error.hpp"
 #include "tapegrad/gradcheck.hpp"

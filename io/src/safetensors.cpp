@@ -35,7 +35,7 @@ std::string encode_safetensors(const NamedTensors& tensors, Metadata metadata) {
     const std::string& name = entry.first;
     const Tensor& tensor = entry.second;  // a named variable, not a binding: lambdas capture it
     const size_t begin = data.size();
-    dispatch(tensor.dtype(), [&]<typename T>() {
+    dispatch_all("save", tensor.dtype(), [&]<typename T>() {
       data.append(reinterpret_cast<const char*>(tensor.data<T>()), static_cast<size_t>(tensor.numel()) * sizeof(T));
     });
     header[name] = {{"dtype", dtype_name(tensor.dtype())}, {"shape", tensor.shape()}, {"data_offsets", {begin, data.size()}}};

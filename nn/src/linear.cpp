@@ -61,7 +61,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape out_shape = x.shape();
   out_shape.back() = out;
   Tensor y = make_tensor(out_shape, x.dtype(), "linear");
-  tg::detail::dispatch(x.dtype(), [&]<typename T>() {
+  tg::detail::dispatch_floating("linear", x.dtype(), [&]<typename T>() {
     linear_forward<T>(x.data<T>(), weight.data<T>(), bias.defined() ? bias.data<T>() : nullptr, y.mutable_data<T>(),
                       M, in, out);
   });
@@ -72,7 +72,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     Tensor dx = grads.needed(0) ? make_tensor(x.shape(), x.dtype()) : Tensor();
     Tensor dweight = grads.needed(1) ? make_tensor(weight.shape(), weight.dtype()) : Tensor();
     Tensor dbias = has_bias && grads.needed(2) ? make_tensor({out}, x.dtype()) : Tensor();
-    tg::detail::dispatch(x.dtype(), [&]<typename T>() {
+    tg::detail::dispatch_floating("LinearBackward", x.dtype(), [&]<typename T>() {
       linear_backward<T>(dy.data<T>(), x.data<T>(), weight.data<T>(), dx.defined() ? dx.mutable_data<T>() : nullptr,
                          dweight.defined() ? dweight.mutable_data<T>() : nullptr,
                          dbias.defined() ? dbias.mutable_data<T>() : nullptr, M, in, out);
@@ -105,9 +105,9 @@ Tensor default_init(const Shape& shape, int64_t in_features) {
 }  // namespace
 
 // Member order draws the weight before the bias from the generator, as PyTorch does.
-Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias)
+Linear::Linear(int64_t in_features, int64_t out_features, LinearOptions options)
     : weight("Linear.weight", default_init({out_features, in_features}, in_features)),
-      bias("Linear.bias", with_bias ? default_init({out_features}, in_features) : Tensor()),
+      bias("Linear.bias", options.bias ? default_init({out_features}, in_features) : Tensor()),
       in_features(in_features),
       out_features(out_features) {}
 

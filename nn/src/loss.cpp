@@ -7,24 +7,25 @@
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "deterministic_sum.hpp"
 #include "dispatch.hpp"
 #include "ops/elementwise.hpp"
-#include "row_chunks.hpp"
 #include "tapegrad/nn/functional.hpp"
 
 namespace tg::nn {
 
 namespace {
 
-using detail::for_each_chunk;
-using detail::lane_sum;
-using detail::row_chunks;
-using detail::RowChunks;
+using tg::detail::for_each_chunk;
+using tg::detail::lane_sum;
+using tg::detail::row_chunks;
+using tg::detail::RowChunks;
 
 // Σ of per-chunk partial sums in chunk order: the deterministic end of every loss reduction.
 double sum_in_order(const std::vector<double>& partial) {
   double total = 0.0;
-  for (double p : partial) total += p;
+  tg::detail::sum_slots_in_order(partial.data(), static_cast<int64_t>(partial.size()), 1,
+                                 [&](int64_t, double sum) { total = sum; });
   return total;
 }
 
@@ -89,7 +90,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
         target.dtype());
   const int64_t n = input.numel();
   // An empty input gives 0/0 = NaN, as in PyTorch.
-  const double loss = tg::detail::dispatch(input.dtype(), [&]<typename T>() {
+  const double loss = tg::detail::dispatch_floating("mse_loss", input.dtype(), [&]<typename T>() {
                         return squared_error_sum<T>(input.data<T>(), target.data<T>(), n);
                       }) / static_cast<double>(n);
   Tensor out = scalar_tensor(loss, input.dtype());
@@ -109,30 +110,34 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
   return out;
 }
 
-Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets) {
-  check(logits.defined(), "cross_entropy", "undefined logits");
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+  check(logits.defined() && targets.defined(), "cross_entropy", "undefined logits or targets");
   check(logits.dim() == 2, "cross_entropy", "expected logits of shape [N, C], got ", logits.shape());
   const int64_t N = logits.size(0), C = logits.size(1);
-  check(static_cast<int64_t>(targets.size()) == N, "cross_entropy", "expected ", N, " targets for logits of shape ",
-        logits.shape(), ", got ", targets.size());
-  for (size_t n = 0; n < targets.size(); ++n)
-    check(targets[n] >= 0 && targets[n] < C, "cross_entropy", "target ", targets[n], " at index ", n,
+  check(targets.dtype() == kInt64, "cross_entropy", "expected int64 targets, got ", targets.dtype(),
+        " (convert class indices with .to(tg::kInt64))");
+  check(targets.shape() == Shape{N}, "cross_entropy", "expected targets of shape [", N, "] for logits of shape ",
+        logits.shape(), ", got ", targets.shape());
+  // A copy, so that the classes checked here are the ones backward indexes with.
+  const Tensor classes = targets.clone();
+  const int64_t* target = classes.data<int64_t>();
+  for (int64_t n = 0; n < N; ++n)
+    check(target[n] >= 0 && target[n] < C, "cross_entropy", "target ", target[n], " at index ", n,
           " is out of range for ", C, " classes (expected a class in [0, ", C, "))");
   Tensor lse = make_tensor({N}, kFloat64);  // per row, saved for backward
   // Mean over N; N = 0 gives 0/0 = NaN, as in PyTorch.
-  const double loss = tg::detail::dispatch(logits.dtype(), [&]<typename T>() {
-                        return cross_entropy_forward<T>(logits.data<T>(), targets.data(), lse.mutable_data<double>(),
-                                                        N, C);
+  const double loss = tg::detail::dispatch_floating("cross_entropy", logits.dtype(), [&]<typename T>() {
+                        return cross_entropy_forward<T>(logits.data<T>(), target, lse.mutable_data<double>(), N, C);
                       }) / static_cast<double>(N);
   Tensor out = scalar_tensor(loss, logits.dtype());
   if (autograd::needs_grad(logits))
     autograd::record(out, "CrossEntropyBackward", {logits},
-                     [saved_logits = autograd::SavedTensor(logits), targets, lse, N, C](
+                     [saved_logits = autograd::SavedTensor(logits), classes, lse, N, C](
                          const Tensor& g, autograd::GradInputs& grads) {
                        const Tensor& logits = grads.unpack(saved_logits);
                        Tensor dlogits = make_tensor(logits.shape(), logits.dtype());
-                       tg::detail::dispatch(logits.dtype(), [&]<typename T>() {
-                         cross_entropy_backward<T>(logits.data<T>(), targets.data(), lse.data<double>(),
+                       tg::detail::dispatch_floating("CrossEntropyBackward", logits.dtype(), [&]<typename T>() {
+                         cross_entropy_backward<T>(logits.data<T>(), classes.data<int64_t>(), lse.data<double>(),
                                                    dlogits.mutable_data<T>(), N, C, g.item() / static_cast<double>(N));
                        });
                        grads.set(0, dlogits);
@@ -140,10 +145,24 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets) 
   return out;
 }
 
+Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets) {
+  Tensor classes = make_tensor({static_cast<int64_t>(targets.size())}, kInt64, "cross_entropy");
+  std::copy(targets.begin(), targets.end(), classes.mutable_data<int64_t>());
+  return cross_entropy(logits, classes);
+}
+
+Tensor cross_entropy(const Tensor& logits, std::initializer_list<int64_t> targets) {
+  return cross_entropy(logits, std::vector<int64_t>(targets));
+}
+
 }  // namespace functional
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) { return functional::mse_loss(input, target); }
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets) { return functional::cross_entropy(logits, targets); }
 Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets) {
+  return functional::cross_entropy(logits, targets);
+}
+Tensor cross_entropy(const Tensor& logits, std::initializer_list<int64_t> targets) {
   return functional::cross_entropy(logits, targets);
 }
 

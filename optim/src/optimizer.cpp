@@ -1,27 +1,164 @@
 #include "tapegrad/optim/optimizer.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace tg::optim {
 
-Optimizer::Optimizer(std::vector<Tensor> params, const char* op) : params_(std::move(params)) {
-  check(!params_.empty(), op, "expected at least one parameter, got an empty list");
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& param = params_[i];
-    check(param.defined(), op, "parameter ", i, " is an undefined tensor");
-    check(param.is_leaf(), op, "expected parameter ", i, " (shape ", param.shape(),
+Optimizer::Optimizer(const char* name, std::vector<Tensor> params) : name_(name) { add_group(std::move(params)); }
+
+void Optimizer::add_group(std::vector<Tensor> params) {
+  check(!params.empty(), name_, "expected at least one parameter, got an empty list");
+  for (size_t j = 0; j < params.size(); ++j) {
+    const Tensor& param = params[j];
+    const size_t i = params_.size() + j;  // its index in parameters() once added
+    check(param.defined(), name_, "parameter ", i, " is an undefined tensor");
+    check(param.is_leaf(), name_, "expected parameter ", i, " (shape ", param.shape(),
           ") to be a leaf, got the result of ", param.grad_fn_name());
-    check(param.requires_grad(), op, "expected parameter ", i, " (shape ", param.shape(),
+    check(param.requires_grad(), name_, "expected parameter ", i, " (shape ", param.shape(),
           ") to require grad, got requires_grad = false");
-    // Quadratic, but parameter lists are short and this runs once.
-    for (size_t j = 0; j < i; ++j)
-      check(params_[j].impl() != param.impl(), op, "parameter ", i, " (shape ", param.shape(),
-            ") is the same tensor as parameter ", j, "; each parameter must be listed once");
+    // Quadratic, but parameter lists are short and this runs once per group.
+    for (size_t k = 0; k < i; ++k) {
+      const Tensor& earlier = k < params_.size() ? params_[k] : params[k - params_.size()];
+      check(earlier.impl() != param.impl(), name_, "parameter ", i, " (shape ", param.shape(),
+            ") is the same tensor as parameter ", k, "; each parameter must be listed once, in one group");
+    }
   }
+  state_.resize(state_.size() + params.size());
+  group_sizes_.push_back(params.size());
+  params_.insert(params_.end(), std::make_move_iterator(params.begin()), std::make_move_iterator(params.end()));
+}
+
+std::vector<Tensor> Optimizer::group_parameters(size_t group) const {
+  check(group < group_sizes_.size(), name_, "expected a parameter group index below ", group_sizes_.size(), ", got ",
+        group);
+  size_t begin = 0;
+  for (size_t g = 0; g < group; ++g) begin += group_sizes_[g];
+  return {params_.begin() + static_cast<std::ptrdiff_t>(begin),
+          params_.begin() + static_cast<std::ptrdiff_t>(begin + group_sizes_[group])};
+}
+
+void Optimizer::step() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor grad = params_[i].grad();
+    if (!grad.defined()) continue;
+    check(grad.dtype() == params_[i].dtype() && grad.shape() == params_[i].shape(), name_, "expected parameter ", i,
+          "'s grad to be ", params_[i].dtype(), " of shape ", params_[i].shape(), ", got ", grad.dtype(), " of shape ",
+          grad.shape());
+  }
+  size_t i = 0;
+  for (size_t group = 0; group < group_sizes_.size(); ++group) {
+    for (size_t end = i + group_sizes_[group]; i < end; ++i) {
+      const Tensor grad = params_[i].grad();
+      if (grad.defined()) update(group, params_[i], grad, state_[i]);  // else: it took no part in the loss
+    }
+  }
+  ++step_count_;
 }
 
 void Optimizer::zero_grad() {
   for (Tensor& param : params_) param.set_grad(Tensor());
+}
+
+double Optimizer::lr(size_t group) const {
+  check(group < group_sizes_.size(), name_, "expected a parameter group index below ", group_sizes_.size(), ", got ",
+        group);
+  return group_lr(group);
+}
+
+void Optimizer::set_lr(double lr) {
+  for (size_t group = 0; group < group_sizes_.size(); ++group) set_lr(group, lr);
+}
+
+void Optimizer::set_lr(size_t group, double lr) {
+  check(group < group_sizes_.size(), name_, "expected a parameter group index below ", group_sizes_.size(), ", got ",
+        group);
+  // lr >= 0 is false for NaN, so this rejects NaN too.
+  check(lr >= 0, name_, "expected lr >= 0, got ", lr);
+  check(std::isfinite(lr), name_, "expected a finite lr, got ", lr);
+  set_group_lr(group, lr);
+}
+
+const ParamState& Optimizer::state(size_t index) const {
+  check(index < state_.size(), name_, "expected a parameter index below ", state_.size(), ", got ", index);
+  return state_[index];
+}
+
+OptimizerStateDict Optimizer::state_dict() const {
+  OptimizerStateDict result;
+  for (size_t i = 0; i < state_.size(); ++i)
+    if (!state_[i].empty()) result.state.emplace(static_cast<int64_t>(i), state_[i]);
+  int64_t index = 0;
+  for (size_t group = 0; group < group_sizes_.size(); ++group) {
+    ParamGroupState entry{.options = group_options(group), .params = {}};
+    for (size_t k = 0; k < group_sizes_[group]; ++k) entry.params.push_back(index++);
+    result.param_groups.push_back(std::move(entry));
+  }
+  result.step_count = step_count_;
+  return result;
+}
+
+namespace {
+
+// Where each index of a state dict's param_groups points among the optimizer's parameters: the
+// k-th index of group g is the k-th parameter of group g. Checks the group structure on the way.
+std::map<int64_t, size_t> match_indices(const OptimizerStateDict& state_dict, const std::vector<size_t>& group_sizes,
+                                        const char* op) {
+  check(state_dict.param_groups.size() == group_sizes.size(), op, "load_state_dict: expected ", group_sizes.size(),
+        " parameter groups, got ", state_dict.param_groups.size());
+  std::map<int64_t, size_t> own_index;
+  size_t next = 0;
+  for (size_t group = 0; group < group_sizes.size(); ++group) {
+    const std::vector<int64_t>& indices = state_dict.param_groups[group].params;
+    check(indices.size() == group_sizes[group], op, "load_state_dict: expected group ", group, " to hold ",
+          group_sizes[group], " parameters, got ", indices.size());
+    for (int64_t index : indices) {
+      const bool fresh = own_index.emplace(index, next++).second;
+      check(fresh, op, "load_state_dict: parameter index ", index, " is listed twice in param_groups");
+    }
+  }
+  return own_index;
+}
+
+}  // namespace
+
+void Optimizer::check_state_dict(const OptimizerStateDict& state_dict) const {
+  const std::map<int64_t, size_t> own_index = match_indices(state_dict, group_sizes_, name_);
+  const std::vector<std::string> names = state_names();
+  for (const auto& [index, entries] : state_dict.state) {
+    auto it = own_index.find(index);
+    check(it != own_index.end(), name_, "load_state_dict: state for parameter index ", index,
+          ", which no parameter group lists");
+    const Tensor& param = params_[it->second];
+    for (const auto& [name, tensor] : entries) {
+      check(std::find(names.begin(), names.end(), name) != names.end(), name_, "load_state_dict: unknown state '",
+            name, "' for parameter index ", index);
+      check(tensor.defined() && tensor.shape() == param.shape(), name_, "load_state_dict: expected the '", name,
+            "' of parameter index ", index, " to have its parameter's shape ", param.shape(), ", got ",
+            tensor.defined() ? tensor.shape() : Shape{}, tensor.defined() ? "" : " (undefined)");
+      check(tensor.dtype() == kFloat32 || tensor.dtype() == kFloat64, name_, "load_state_dict: expected the '", name,
+            "' of parameter index ", index, " to be floating point, got ", tensor.dtype());
+    }
+  }
+  for (const ParamGroupState& group : state_dict.param_groups) check_group_options(group.options);
+  check(state_dict.step_count >= 0, name_, "load_state_dict: expected step_count >= 0, got ", state_dict.step_count);
+}
+
+void Optimizer::load_state_dict(const OptimizerStateDict& state_dict) {
+  check_state_dict(state_dict);
+  const std::map<int64_t, size_t> own_index = match_indices(state_dict, group_sizes_, name_);
+  // Copies, cut from the tape and in the parameter's dtype: later steps must not write into the
+  // caller's tensors.
+  std::vector<ParamState> state(params_.size());
+  for (const auto& [index, entries] : state_dict.state) {
+    const size_t i = own_index.at(index);
+    for (const auto& [name, tensor] : entries) state[i].emplace(name, tensor.detach().to(params_[i].dtype()).clone());
+  }
+  for (size_t group = 0; group < group_sizes_.size(); ++group)
+    set_group_options(group, state_dict.param_groups[group].options);
+  state_ = std::move(state);
+  step_count_ = state_dict.step_count;
 }
 
 }  // namespace tg::optim

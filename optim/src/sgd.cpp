@@ -1,6 +1,9 @@
 #include "tapegrad/optim/sgd.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <type_traits>
 #include <utility>
 
 #include "dispatch.hpp"
@@ -11,15 +14,48 @@ namespace tg::optim {
 
 namespace {
 
+// A hyper-parameter must be a number, and >= 0 where PyTorch requires it (x >= 0 is false for NaN).
+void check_option(double value, const char* key, bool non_negative) {
+  if (non_negative) check(value >= 0, "SGD", "expected ", key, " >= 0, got ", value);
+  check(std::isfinite(value), "SGD", "expected a finite ", key, ", got ", value);
+}
+
 void check_options(const SGDOptions& options) {
-  // x >= 0 is false for NaN, so these comparisons reject NaN too.
-  check(options.lr >= 0, "SGD", "expected lr >= 0, got ", options.lr);
-  check(options.momentum >= 0, "SGD", "expected momentum >= 0, got ", options.momentum);
-  check(!std::isnan(options.dampening), "SGD", "expected dampening to be a number, got ", options.dampening);
-  check(options.weight_decay >= 0, "SGD", "expected weight_decay >= 0, got ", options.weight_decay);
+  check_option(options.lr, "lr", true);
+  check_option(options.momentum, "momentum", true);
+  check_option(options.dampening, "dampening", false);
+  check_option(options.weight_decay, "weight_decay", true);
   check(!options.nesterov || (options.momentum > 0 && options.dampening == 0), "SGD",
         "nesterov momentum requires momentum > 0 and dampening = 0, got momentum = ", options.momentum,
         ", dampening = ", options.dampening);
+}
+
+constexpr const char* kMomentumBuffer = "momentum_buffer";
+constexpr const char* kOptionNames[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
+
+// One option of a state dict's param group, which must be there and of type T.
+template <typename T>
+T option_of(const OptionValues& values, const char* key) {
+  auto it = values.find(key);
+  check(it != values.end(), "SGD", "load_state_dict: a parameter group has no '", key, "'");
+  const T* value = std::get_if<T>(&it->second);
+  check(value != nullptr, "SGD", "load_state_dict: expected '", key, "' to be ",
+        std::is_same_v<T, bool> ? "a flag (true or false)" : "a number");
+  return *value;
+}
+
+// The options of a state dict's param group: exactly SGD's five, each of its type, then validated.
+SGDOptions parse_options(const OptionValues& values) {
+  for (const auto& [key, value] : values)
+    check(std::find(std::begin(kOptionNames), std::end(kOptionNames), key) != std::end(kOptionNames), "SGD",
+          "load_state_dict: unknown option '", key, "'");
+  const SGDOptions options{.lr = option_of<double>(values, "lr"),
+                           .momentum = option_of<double>(values, "momentum"),
+                           .dampening = option_of<double>(values, "dampening"),
+                           .weight_decay = option_of<double>(values, "weight_decay"),
+                           .nesterov = option_of<bool>(values, "nesterov")};
+  check_options(options);
+  return options;
 }
 
 // The options as T, rounded once, as PyTorch rounds a Scalar alpha to the tensor's dtype.
@@ -72,72 +108,80 @@ void sgd_update(int64_t numel, T* param, const T* grad, T* buffer, bool first_st
 
 }  // namespace
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions options)
-    : Optimizer(std::move(params), "SGD"), options_(options), momentum_buffers_(params_.size()) {
-  check_options(options_);
-}
-
-void SGD::set_options(const SGDOptions& options) {
+SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer("SGD", std::move(params)), defaults_(options) {
   check_options(options);
-  options_ = options;
+  group_options_.push_back(options);
 }
 
-void SGD::set_lr(double lr) {
-  check(lr >= 0, "SGD", "expected lr >= 0, got ", lr);
-  options_.lr = lr;
+void SGD::add_param_group(std::vector<Tensor> params, SGDOptions options) {
+  check_options(options);
+  add_group(std::move(params));
+  group_options_.push_back(options);
 }
 
-void SGD::step() {
-  // Check every gradient before touching any parameter, so that a bad one leaves the model as it was.
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor grad = params_[i].grad();
-    if (!grad.defined()) continue;
-    check(grad.dtype() == params_[i].dtype() && grad.shape() == params_[i].shape(), "SGD", "expected parameter ", i,
-          "'s grad to be ", params_[i].dtype(), " of shape ", params_[i].shape(), ", got ", grad.dtype(), " of shape ",
-          grad.shape());
+void SGD::add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }
+
+const SGDOptions& SGD::options(size_t group) const {
+  check(group < group_options_.size(), "SGD", "expected a parameter group index below ", group_options_.size(),
+        ", got ", group);
+  return group_options_[group];
+}
+
+void SGD::set_options(size_t group, SGDOptions options) {
+  check(group < group_options_.size(), "SGD", "expected a parameter group index below ", group_options_.size(),
+        ", got ", group);
+  check_options(options);
+  group_options_[group] = options;
+}
+
+std::vector<Tensor> SGD::momentum_buffers() const {
+  std::vector<Tensor> buffers;
+  for (size_t i = 0; i < parameters().size(); ++i) {
+    auto it = state(i).find(kMomentumBuffer);
+    buffers.push_back(it != state(i).end() ? it->second : Tensor());
   }
-
-  const bool use_momentum = options_.momentum != 0;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& param = params_[i];
-    const Tensor grad = param.grad();
-    if (!grad.defined()) continue;  // this parameter took no part in the loss
-    Tensor& buffer = momentum_buffers_[i];
-    const bool first_step = use_momentum && !buffer.defined();
-    if (first_step) buffer = empty(param.shape(), param.dtype());
-    detail::dispatch(param.dtype(), [&]<typename T>() {
-      const SGDCoefficients<T> coefficients{
-          .lr = static_cast<T>(options_.lr),
-          .momentum = static_cast<T>(options_.momentum),
-          .one_minus_dampening = static_cast<T>(1 - options_.dampening),
-          .weight_decay = static_cast<T>(options_.weight_decay),
-          .use_weight_decay = options_.weight_decay != 0,
-          .nesterov = options_.nesterov,
-      };
-      sgd_update<T>(param.numel(), param.mutable_data<T>(), grad.data<T>(),
-                    use_momentum ? buffer.mutable_data<T>() : nullptr, first_step, coefficients);
-    });
-    tg::detail::bump_version(param);  // a backward that saved param before this step must refuse it
-  }
-  ++step_count_;
+  return buffers;
 }
 
-void SGD::load_state(int64_t step_count, std::vector<Tensor> momentum_buffers) {
-  check(step_count >= 0, "SGD", "load_state: expected step_count >= 0, got ", step_count);
-  check(momentum_buffers.size() == params_.size(), "SGD", "load_state: expected ", params_.size(),
-        " momentum buffers (one per parameter), got ", momentum_buffers.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& buffer = momentum_buffers[i];
-    if (!buffer.defined()) continue;
-    check(buffer.dtype() == params_[i].dtype() && buffer.shape() == params_[i].shape(), "SGD",
-          "load_state: expected momentum buffer ", i, " to be ", params_[i].dtype(), " of shape ", params_[i].shape(),
-          ", got ", buffer.dtype(), " of shape ", buffer.shape());
+void SGD::update(size_t group, Tensor& param, const Tensor& grad, ParamState& state) {
+  const SGDOptions& options = group_options_[group];
+  const bool use_momentum = options.momentum != 0;
+  Tensor* buffer = nullptr;
+  bool first_step = false;
+  if (use_momentum) {
+    auto [it, inserted] = state.try_emplace(kMomentumBuffer);
+    if (inserted) it->second = empty(param.shape(), param.dtype());
+    buffer = &it->second;
+    first_step = inserted;
   }
-  // Copies, cut from the tape: later steps must not write into the checkpoint's tensors.
-  for (Tensor& buffer : momentum_buffers)
-    if (buffer.defined()) buffer = buffer.detach().clone();
-  step_count_ = step_count;
-  momentum_buffers_ = std::move(momentum_buffers);
+  detail::dispatch_floating("SGD.step", param.dtype(), [&]<typename T>() {
+    const SGDCoefficients<T> coefficients{
+        .lr = static_cast<T>(options.lr),
+        .momentum = static_cast<T>(options.momentum),
+        .one_minus_dampening = static_cast<T>(1 - options.dampening),
+        .weight_decay = static_cast<T>(options.weight_decay),
+        .use_weight_decay = options.weight_decay != 0,
+        .nesterov = options.nesterov,
+    };
+    sgd_update<T>(param.numel(), param.mutable_data<T>(), grad.data<T>(),
+                  buffer != nullptr ? buffer->mutable_data<T>() : nullptr, first_step, coefficients);
+  });
+  tg::detail::bump_version(param);  // a backward that saved param before this step must refuse it
 }
+
+OptionValues SGD::group_options(size_t group) const {
+  const SGDOptions& options = group_options_[group];
+  return {{"lr", options.lr},
+          {"momentum", options.momentum},
+          {"dampening", options.dampening},
+          {"weight_decay", options.weight_decay},
+          {"nesterov", options.nesterov}};
+}
+
+void SGD::check_group_options(const OptionValues& options) const { parse_options(options); }
+
+void SGD::set_group_options(size_t group, const OptionValues& options) { group_options_[group] = parse_options(options); }
+
+std::vector<std::string> SGD::state_names() const { return {kMomentumBuffer}; }
 
 }  // namespace tg::optim

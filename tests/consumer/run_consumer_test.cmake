@@ -31,9 +31,15 @@ else()
   run_step(install "${CMAKE_COMMAND}" --install "${TG_BUILD_DIR}" --prefix "${TG_PREFIX}" --config "${TG_BUILD_TYPE}")
   set(locate "-DCMAKE_PREFIX_PATH=${TG_PREFIX}")
 endif()
+# The parent build's compiler launcher (ccache), so that rebuilding tapegrad as a subproject hits its cache.
+if(TG_CXX_COMPILER_LAUNCHER)
+  list(APPEND locate "-DCMAKE_CXX_COMPILER_LAUNCHER=${TG_CXX_COMPILER_LAUNCHER}")
+endif()
 run_step(configure "${CMAKE_COMMAND}" -S "${TG_CONSUMER_SOURCE}" -B "${TG_CONSUMER_BUILD}" ${locate}
          "-DCMAKE_BUILD_TYPE=${TG_BUILD_TYPE}" "-DCMAKE_CXX_COMPILER=${TG_CXX_COMPILER}")
-run_step(build "${CMAKE_COMMAND}" --build "${TG_CONSUMER_BUILD}" --config "${TG_BUILD_TYPE}" --parallel)
+# As many jobs as cores, not an unbounded make -j: ctest runs other tests beside this one.
+cmake_host_system_information(RESULT cores QUERY NUMBER_OF_LOGICAL_CORES)
+run_step(build "${CMAKE_COMMAND}" --build "${TG_CONSUMER_BUILD}" --config "${TG_BUILD_TYPE}" --parallel ${cores})
 # Single-config generators put app in the build dir; multi-config ones in a per-config subdir.
 set(app "${TG_CONSUMER_BUILD}/app")
 if(NOT EXISTS "${app}")

@@ -151,15 +151,17 @@ TEST_CASE("a checkpoint with SGD state written by Python loads into model and op
 TEST_CASE("a checkpoint tapegrad writes is read back by the Python script", "[io][checkpoint]") {
   tg::nn::Sequential model = small_model();
   tg::optim::SGD optimizer(model.parameters(), {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4});
-  std::vector<tg::Tensor> buffers;
+  tg::optim::OptimizerStateDict state = optimizer.state_dict();
   {
     tg::NoGradGuard no_grad;
+    int64_t index = 0;
     for (auto& [name, parameter] : model.named_parameters()) {
       parameter.copy_(interop_tensor(name, parameter.shape()));
-      buffers.push_back(interop_tensor("optimizer.momentum_buffer." + name, parameter.shape()));
+      state.state[index++]["momentum_buffer"] = interop_tensor("optimizer.momentum_buffer." + name, parameter.shape());
     }
   }
-  optimizer.load_state(7, buffers);
+  state.step_count = 7;
+  optimizer.load_state_dict(state);
   const std::string path = scratch_path("for_python.safetensors");
   tg::save(model, optimizer, path);
   const std::string command = "python3 " + fixture_path("checkpoint_interop.py") + " --check " + path;
@@ -196,7 +198,7 @@ TEST_CASE("a bad checkpoint is refused with the reason, and nothing is changed",
   malformed[8] = '[';  // the header's opening brace
   refuses(malformed, "malformed header");
   std::string newer = good;
-  const std::string version = "\"tapegrad.format_version\":\"1\"";
+  const std::string version = "\"tapegrad.format_version\":\"" + std::to_string(tg::kCheckpointFormatVersion) + "\"";
   REQUIRE(newer.find(version) != std::string::npos);
   newer.replace(newer.find(version), version.size(), "\"tapegrad.format_version\":\"9\"");
   refuses(newer, "newer");

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "io_test_util.hpp"
+#include "support/tensor_equal.hpp"
 
 using tg::io_test::fixture_path;
 using tg::io_test::read_bytes;
@@ -120,4 +122,28 @@ TEST_CASE("save_npy creates files with the permissions of any new file, not mkst
   REQUIRE(::stat(plain.c_str(), &plain_stat) == 0);
   REQUIRE(::stat(saved.c_str(), &saved_stat) == 0);
   REQUIRE((saved_stat.st_mode & 0777) == (plain_stat.st_mode & 0777));
+}
+
+TEST_CASE("load_npy reads NumPy's int64 and bool files exactly and save_npy writes them back byte for byte",
+          "[io][npy][dtype]") {
+  // The values make_npy_fixtures.py stores.
+  const tg::Tensor ints = tg::testing::int64_tensor({0, -1, 7, (int64_t{1} << 53) + 1,
+                                                     std::numeric_limits<int64_t>::max(),
+                                                     std::numeric_limits<int64_t>::min()})
+                              .reshape({2, 3});
+  const tg::Tensor mask = tg::tensor({1, 0, 0, 1}, {2, 2}, tg::kBool);
+  for (const auto& [file, expected] : {std::pair{"i8_2x3_v1.npy", ints}, std::pair{"b1_2x2_v1.npy", mask}}) {
+    INFO(file);
+    const tg::Tensor loaded = tg::load_npy(fixture_path(file));
+    TG_REQUIRE_EQUAL(loaded, expected);
+    REQUIRE(tg::encode_npy(loaded) == read_bytes(fixture_path(file)));
+    const std::string path = scratch_path(std::string("roundtrip_") + file);
+    tg::save_npy(expected, path);
+    TG_REQUIRE_EQUAL(tg::load_npy(path), expected);
+  }
+  // Any nonzero byte is true, as NumPy reads it, and comes back as a proper 0/1 bool.
+  const tg::Tensor nonzero = tg::load_npy(fixture_path("b1_nonzero_bytes_v1.npy"));
+  TG_REQUIRE_EQUAL(nonzero, tg::tensor({0, 1, 1, 1}, {}, tg::kBool));
+  const std::string rewritten = tg::encode_npy(nonzero);
+  REQUIRE(rewritten.substr(rewritten.size() - 4) == std::string("\x00\x01\x01\x01", 4));
 }

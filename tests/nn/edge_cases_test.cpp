@@ -83,7 +83,7 @@ TEST_CASE("empty: Linear with 0 input or 0 output features, as PyTorch", "[nn][e
     CHECK(values(lin.bias.grad()) == std::vector<double>{2, 2, 2});
     CHECK(x.grad().shape() == Shape{2, 0});
     // Without a bias the sum of no products is 0.
-    tg::nn::Linear no_bias(0, 3, false);
+    tg::nn::Linear no_bias(0, 3, {.bias = false});
     CHECK(all_zero(no_bias(tg::zeros({2, 0}))));
   }
   SECTION("out_features = 0: an empty output, and no gradient reaches x") {

@@ -62,7 +62,7 @@ TEST_CASE("Linear module: shapes, PyTorch's default init, no-bias variant", "[li
   REQUIRE(bytes(again.weight) == bytes(lin.weight));
   REQUIRE(bytes(again.bias) == bytes(lin.bias));
 
-  tg::nn::Linear no_bias(5, 6, false);
+  tg::nn::Linear no_bias(5, 6, {.bias = false});
   REQUIRE(!no_bias.bias.defined());
   const auto named = no_bias.named_parameters();
   REQUIRE(named.size() == 1);

@@ -80,3 +80,51 @@ TEST_CASE("losses reject invalid arguments, naming them", "[loss][errors]") {
   REQUIRE_THROWS_WITH(tg::nn::cross_entropy(tg::randn({3}), {0, 1, 2}),
                       Catch::Contains("cross_entropy") && Catch::Contains("[N, C]") && Catch::Contains("[3]"));
 }
+
+TEST_CASE("cross_entropy with an int64 target tensor matches PyTorch and the vector overload", "[loss][cross_entropy][dtype]") {
+  const std::string suffix = GENERATE(as<std::string>{}, "_f32", "_f64");
+  const tg::testing::FixtureCase& c = tg::testing::fixture("losses.txt", "cross_entropy_mean_5x4" + suffix);
+  const std::vector<int64_t>& classes = c.ints("target");
+  Tensor targets = tg::empty({static_cast<int64_t>(classes.size())}, tg::kInt64);
+  std::copy(classes.begin(), classes.end(), targets.mutable_data<int64_t>());
+
+  Tensor logits = leaf(c.at("logits"));
+  Tensor loss = tg::nn::cross_entropy(logits, targets);
+  TG_REQUIRE_CLOSE(loss, c.at("loss"), fixture_atol(suffix));
+  // Overwriting the targets after the forward pass changes nothing: backward uses the classes
+  // that were checked (PyTorch would refuse the backward; the answer here is the forward's).
+  targets.fill_(0.0);
+  loss.backward(tg::scalar_tensor(c.scalar("dloss"), logits.dtype()));
+  TG_REQUIRE_CLOSE(logits.grad(), c.at("dlogits"), fixture_atol(suffix));
+
+  Tensor vector_logits = leaf(c.at("logits"));
+  Tensor vector_loss = F::cross_entropy(vector_logits, classes);
+  vector_loss.backward(tg::scalar_tensor(c.scalar("dloss"), logits.dtype()));
+  REQUIRE(bytes(vector_loss) == bytes(loss));
+  REQUIRE(bytes(vector_logits.grad()) == bytes(logits.grad()));
+}
+
+TEST_CASE("cross_entropy checks its int64 targets: dtype, shape and range", "[loss][cross_entropy][dtype][errors]") {
+  const Tensor logits = tg::randn({3, 4});
+  REQUIRE_THROWS_WITH(tg::nn::cross_entropy(logits, tg::tensor({0, 5, 1}, {}, tg::kInt64)),
+                      Catch::Contains("cross_entropy") && Catch::Contains("target 5") && Catch::Contains("index 1") &&
+                          Catch::Contains("[0, 4)"));
+  REQUIRE_THROWS_WITH(tg::nn::cross_entropy(logits, tg::tensor({0, 1, -3}, {}, tg::kInt64)),
+                      Catch::Contains("target -3") && Catch::Contains("index 2"));
+  REQUIRE_THROWS_WITH(tg::nn::cross_entropy(logits, tg::tensor({0, 1, 2})),
+                      Catch::Contains("cross_entropy") && Catch::Contains("int64") && Catch::Contains("float32"));
+  REQUIRE_THROWS_WITH(tg::nn::cross_entropy(logits, tg::tensor({0, 1, 2}, {3, 1}, tg::kInt64)),
+                      Catch::Contains("cross_entropy") && Catch::Contains("[3]") && Catch::Contains("[3, 1]"));
+  REQUIRE_THROWS_WITH(tg::nn::cross_entropy(logits, Tensor()), Catch::Contains("cross_entropy"));
+}
+
+TEST_CASE("nn kernels refuse int64 and bool inputs, naming the op", "[loss][dtype][errors]") {
+  const tg::DType dtype = GENERATE(tg::kInt64, tg::kBool);
+  const Tensor x = tg::ones({2, 3}, dtype);
+  REQUIRE_THROWS_WITH(F::linear(x, tg::ones({4, 3}, dtype), {}),
+                      Catch::StartsWith("linear: not implemented for " + std::string(tg::name(dtype))));
+  REQUIRE_THROWS_WITH(F::layer_norm(x, {3}), Catch::StartsWith("layer_norm: not implemented"));
+  REQUIRE_THROWS_WITH(tg::nn::mse_loss(x, x), Catch::StartsWith("mse_loss: not implemented"));
+  REQUIRE_THROWS_WITH(tg::nn::cross_entropy(x, {0, 1}), Catch::StartsWith("cross_entropy: not implemented"));
+  REQUIRE_THROWS_WITH(F::relu(x), Catch::StartsWith("relu: not implemented"));
+}

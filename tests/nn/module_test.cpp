@@ -122,7 +122,7 @@ TEST_CASE("assigning a tensor of the wrong shape or dtype to a parameter is an e
                                                           Catch::Contains("[5, 6]") && Catch::Contains("[6, 5]"));
   REQUIRE_THROWS_WITH(lin.bias = tg::randn({6}, tg::kFloat64),
                       Catch::Contains("Linear.bias") && Catch::Contains("float64"));
-  tg::nn::Linear no_bias(5, 6, false);
+  tg::nn::Linear no_bias(5, 6, {.bias = false});
   REQUIRE_THROWS_WITH(no_bias.bias = tg::randn({6}), Catch::Contains("Linear.bias") && Catch::Contains("absent"));
   REQUIRE_THROWS_WITH(lin.weight = Tensor(), Catch::Contains("Linear.weight") && Catch::Contains("undefined"));
 }
@@ -141,7 +141,7 @@ TEST_CASE("assigning a module with other parameters changes nothing, then throws
   tg::nn::Linear a(2, 3);
   const std::vector<float> weight_before = a.weight.to_vector<float>();
   const std::vector<float> bias_before = a.bias.to_vector<float>();
-  const tg::nn::Linear no_bias(2, 3, /*bias=*/false);
+  const tg::nn::Linear no_bias(2, 3, {.bias = false});
   REQUIRE_THROWS_WITH(a = no_bias, Catch::Contains("bias") && Catch::Contains("absent") &&
                                        Catch::Contains("nothing was assigned"));
   CHECK(a.weight.to_vector<float>() == weight_before);  // the weight used to be copied already

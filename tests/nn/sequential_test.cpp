@@ -37,7 +37,7 @@ TEST_CASE("Sequential: typed access, errors, nesting and push_back", "[sequentia
   tg::nn::Sequential model(tg::nn::Linear(2, 3), tg::nn::ReLU());
   REQUIRE_THROWS_WITH(model.at<tg::nn::LayerNorm>(0), Catch::Contains("Sequential") && Catch::Contains("0"));
   REQUIRE_THROWS_WITH(model[2], Catch::Contains("Sequential") && Catch::Contains("2"));
-  model.push_back(tg::nn::Linear(3, 1, false));
+  model.push_back(tg::nn::Linear(3, 1, {.bias = false}));
   tg::nn::Sequential outer(tg::nn::Linear(4, 2), model);
   std::vector<std::string> names;
   for (const auto& [name, p] : outer.named_parameters()) names.push_back(name);

@@ -126,5 +126,11 @@ TEST_CASE("schedulers reject invalid arguments", "[optim][lr_scheduler][errors]"
                    Catch::Contains("CosineAnnealingLR: expected eta_min >= 0, got -0.01"));
   REQUIRE_TG_ERROR(CosineAnnealingLR(opt, 10, nan),
                    Catch::Contains("CosineAnnealingLR: expected eta_min >= 0, got nan"));
+  // Infinities too: each would put inf, then NaN (inf * 0, inf - inf), into the optimizer's lr.
+  const double inf = std::numeric_limits<double>::infinity();
+  REQUIRE_TG_ERROR(StepLR(opt, 2, inf), Catch::Contains("StepLR: expected a finite gamma, got inf"));
+  REQUIRE_TG_ERROR(StepLR(opt, 2, -inf), Catch::Contains("StepLR: expected gamma > 0, got -inf"));
+  REQUIRE_TG_ERROR(CosineAnnealingLR(opt, 10, inf),
+                   Catch::Contains("CosineAnnealingLR: expected a finite eta_min, got inf"));
   REQUIRE(opt.lr() == 0.1);
 }

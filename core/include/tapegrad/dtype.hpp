@@ -1,4 +1,14 @@
 // Element types and shapes.
+//
+// Four dtypes, as in PyTorch: float32 (the default) and float64 for values that take part in
+// autograd, int64 for class indices and counts, and bool for masks. Integer and bool tensors
+// never require grad. Each dtype has one C++ element type:
+//
+//   DType     C++ type   bytes  PyTorch          .npy   safetensors
+//   kFloat32  float      4      torch.float32    <f4    F32
+//   kFloat64  double     8      torch.float64    <f8    F64
+//   kInt64    int64_t    8      torch.int64      <i8    I64
+//   kBool     bool       1      torch.bool       |b1    BOOL
 #pragma once
 
 #include <cstdint>
@@ -10,12 +20,38 @@ namespace tg {
 
 using Shape = std::vector<int64_t>;
 
-enum class DType : uint8_t { Float32, Float64 };
+// Adding a dtype: add it here, to kDTypeCount, to the switches below and to detail::dispatch
+// (core/src/dispatch.hpp), whose static_assert on kDTypeCount stops the build until it is listed.
+enum class DType : uint8_t { Float32, Float64, Int64, Bool };
+inline constexpr int kDTypeCount = 4;
 inline constexpr DType kFloat32 = DType::Float32;
 inline constexpr DType kFloat64 = DType::Float64;
+inline constexpr DType kInt64 = DType::Int64;
+inline constexpr DType kBool = DType::Bool;
 
-constexpr std::string_view name(DType dtype) { return dtype == DType::Float32 ? "float32" : "float64"; }
-constexpr size_t element_size(DType dtype) { return dtype == DType::Float32 ? 4 : 8; }
+constexpr std::string_view name(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Int64: return "int64";
+    case DType::Bool: return "bool";
+  }
+  return "invalid dtype";  // only for a value cast from outside the enum
+}
+
+constexpr size_t element_size(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+    case DType::Int64: return 8;
+    case DType::Bool: return 1;
+  }
+  return 0;
+}
+
+// float32 and float64: the dtypes that arithmetic, reductions and autograd support.
+constexpr bool is_floating_point(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+
 inline std::ostream& operator<<(std::ostream& out, DType dtype) { return out << name(dtype); }
 
 template <typename T>
@@ -24,5 +60,9 @@ template <>
 constexpr DType dtype_of<float>() { return kFloat32; }
 template <>
 constexpr DType dtype_of<double>() { return kFloat64; }
+template <>
+constexpr DType dtype_of<int64_t>() { return kInt64; }
+template <>
+constexpr DType dtype_of<bool>() { return kBool; }
 
 }  // namespace tg

@@ -1,5 +1,5 @@
-// tg::Tensor — a dense, row-major, N-d array of float32 or float64 whose operations are recorded
-// on a tape and differentiated in reverse.
+// tg::Tensor — a dense, row-major, N-d array of float32, float64, int64 or bool (dtype.hpp) whose
+// operations are recorded on a tape and differentiated in reverse.
 //
 // A Tensor is a cheap handle: copies share the same storage and the same autograd state, exactly
 // like torch::Tensor. Results of operations are always contiguous; `reshape` shares storage with
@@ -44,6 +44,8 @@ class Tensor {
   // --- element access (no autograd) ---
   double item() const;  // the value of a one-element tensor
   template <typename T>
+  T item() const;  // float, double, int64_t or bool, converted as .to() converts
+  template <typename T>
   std::vector<T> to_vector() const;  // row-major copy; T must match dtype()
   template <typename T>
   const T* data() const;  // T must match dtype()
@@ -59,7 +61,7 @@ class Tensor {
   Tensor& copy_(const Tensor& source);  // same shape and dtype
 
   // --- autograd ---
-  Tensor& requires_grad_(bool requires_grad = true);  // leaves only
+  Tensor& requires_grad_(bool requires_grad = true);  // float leaves only
   bool requires_grad() const;
   bool is_leaf() const;  // created by the user, not by a recorded operation
   // Undefined until a backward reaches this leaf; accumulates until reset. Safe to call from any
@@ -84,7 +86,9 @@ class Tensor {
   HookHandle register_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook) const;
 
   // --- operations (all recorded on the tape) ---
-  Tensor to(DType dtype) const;  // returns *this when the dtype already matches
+  // Returns *this when the dtype already matches. float → int64 truncates toward zero and refuses
+  // NaN, ±inf and out-of-range values; → bool is `!= 0`. Only float → float is recorded on the tape.
+  Tensor to(DType dtype) const;
   Tensor clone() const;
   Tensor sum() const;
   Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
@@ -121,7 +125,8 @@ Tensor ones(const Shape& shape, DType dtype = kFloat32);
 Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
 Tensor rand(const Shape& shape, DType dtype = kFloat32);   // U[0, 1)
 Tensor randn(const Shape& shape, DType dtype = kFloat32);  // N(0, 1)
-// values in row-major order; an empty shape means a 1-D tensor of values.size() elements
+// values in row-major order; an empty shape means a 1-D tensor of values.size() elements. Converted
+// as .to() converts: tensor({1, 0, 2}, {}, kBool) is [true, false, true]; int64 values are exact up to 2^53.
 Tensor tensor(const std::vector<double>& values, const Shape& shape = {}, DType dtype = kFloat32);
 Tensor scalar_tensor(double value, DType dtype = kFloat32);  // 0-d
 Tensor zeros_like(const Tensor& t);

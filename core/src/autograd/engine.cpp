@@ -238,7 +238,7 @@ void topological_order(const std::shared_ptr<Node>& root, Scratch& scratch) {
 void check_finite(const Node& node, const std::vector<Tensor>& grads) {
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) continue;
-    const char* problem = detail::dispatch(grads[i].dtype(), [&]<typename T>() -> const char* {
+    const char* problem = detail::dispatch_floating("backward", grads[i].dtype(), [&]<typename T>() -> const char* {
       const T* values = grads[i].data<T>();
       for (int64_t j = 0; j < grads[i].numel(); ++j) {
         if (std::isnan(values[j])) return "a NaN";

@@ -6,7 +6,10 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string_view>
+#include <utility>
 
+#include "convert.hpp"
 #include "dispatch.hpp"
 #include "io/file.hpp"
 #include "tapegrad/npy.hpp"
@@ -133,9 +136,19 @@ uint32_t read_le(const std::string& bytes, size_t offset, size_t width) {
   return value;
 }
 
+// The descr NumPy writes for each dtype: little-endian, and '|' (no byte order) for 1-byte bools.
+constexpr std::pair<DType, std::string_view> kDescrs[] = {
+    {kFloat32, "<f4"}, {kFloat64, "<f8"}, {kInt64, "<i8"}, {kBool, "|b1"}};
+
+std::string_view descr_of(DType dtype) {
+  for (const auto& [type, descr] : kDescrs)
+    if (type == dtype) return descr;
+  throw Error(detail::concat("save_npy: no .npy descr for dtype ", dtype));
+}
+
 std::optional<DType> dtype_from_descr(const std::string& descr) {
-  if (descr == "<f4") return kFloat32;
-  if (descr == "<f8") return kFloat64;
+  for (const auto& [type, known] : kDescrs)
+    if (descr == known) return type;
   return std::nullopt;
 }
 
@@ -143,7 +156,7 @@ std::optional<DType> dtype_from_descr(const std::string& descr) {
 
 std::string encode_npy(const Tensor& tensor) {
   check(tensor.defined(), "save_npy", "undefined tensor");
-  std::string dict = detail::concat("{'descr': '", tensor.dtype() == kFloat32 ? "<f4" : "<f8",
+  std::string dict = detail::concat("{'descr': '", descr_of(tensor.dtype()),
                                     "', 'fortran_order': False, 'shape': (");
   for (size_t d = 0; d < tensor.shape().size(); ++d) dict += std::to_string(tensor.shape()[d]) + ", ";
   if (tensor.dim() > 1) dict.resize(dict.size() - 2);  // (3,) keeps its comma, (2, 3) does not
@@ -162,7 +175,7 @@ std::string encode_npy(const Tensor& tensor) {
   for (size_t i = 0; i < (v2 ? 4u : 2u); ++i) bytes += static_cast<char>((header_size >> (8 * i)) & 0xff);
   bytes += dict;
   const size_t data_bytes = static_cast<size_t>(tensor.numel()) * element_size(tensor.dtype());
-  detail::dispatch(tensor.dtype(), [&]<typename T>() {
+  detail::dispatch_all("save_npy", tensor.dtype(), [&]<typename T>() {
     bytes.append(reinterpret_cast<const char*>(tensor.data<T>()), data_bytes);
   });
   return bytes;
@@ -185,7 +198,7 @@ Tensor decode_npy(const std::string& bytes, const std::string& source) {
 
   const std::optional<DType> dtype = dtype_from_descr(header.descr);
   check(dtype.has_value(), "load_npy", "'", source, "' holds dtype '", header.descr,
-        "'; supported are little-endian float32 ('<f4') and float64 ('<f8')");
+        "'; supported are float32 ('<f4'), float64 ('<f8'), int64 ('<i8') and bool ('|b1')");
   check(!header.fortran_order, "load_npy", "'", source,
         "' is in Fortran order; save a C-order array (np.ascontiguousarray) instead");
   const int64_t numel = checked_numel(header.shape, "load_npy");
@@ -195,6 +208,7 @@ Tensor decode_npy(const std::string& bytes, const std::string& source) {
         " needs ", data_bytes, " data bytes but has ", available, available < data_bytes ? " (truncated)" : "");
   Tensor out = make_tensor(header.shape, *dtype, "load_npy");
   if (data_bytes > 0) std::memcpy(out.impl()->storage->data, bytes.data() + prefix + header_size, data_bytes);
+  if (*dtype == kBool) detail::normalize_bools(out);
   return out;
 }
 

@@ -108,12 +108,13 @@ Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op_name, c
   check(a.defined() && b.defined(), op_name, "undefined tensor operand");
   check(a.dtype() == b.dtype(), op_name, "dtypes differ: ", a.dtype(), " and ", b.dtype(),
         " (convert one with .to())");
+  detail::check_dtype<detail::FloatingDTypes>(op_name, a.dtype());
   if (a.shape() == b.shape()) return detail::map2(a, b, op);
   const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), op_name);
   Tensor out = make_tensor(out_shape, a.dtype(), op_name);
   if (out.numel() == 0) return out;
   const BroadcastPlan plan = make_plan(a.shape(), b.shape(), out_shape);
-  detail::dispatch(a.dtype(), [&]<typename T>() {
+  detail::dispatch_floating(op_name, a.dtype(), [&]<typename T>() {
     broadcast_kernel<T>(a.data<T>(), b.data<T>(), out.mutable_data<T>(), plan, op);
   });
   return out;
@@ -128,7 +129,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape, double scale) {
   Tensor out = make_tensor(shape, x.dtype());
   if (out.numel() == 0) return out;
   const BroadcastPlan plan = make_plan(x.shape(), x.shape(), shape);
-  dispatch(x.dtype(), [&]<typename T>() {
+  dispatch_floating("broadcast_to", x.dtype(), [&]<typename T>() {
     const T factor = static_cast<T>(scale);
     broadcast_kernel<T>(x.data<T>(), x.data<T>(), out.mutable_data<T>(), plan,
                         [factor](T value, T) { return value * factor; });
@@ -209,7 +210,10 @@ Tensor operator/(double a, const Tensor& b) { return scalar_like(a, b) / b; }
 // --- unary ------------------------------------------------------------------------------------
 
 namespace {
-void check_unary(const Tensor& x, const char* op) { check(x.defined(), op, "undefined tensor"); }
+void check_unary(const Tensor& x, const char* op) {
+  check(x.defined(), op, "undefined tensor");
+  detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
+}
 }  // namespace
 
 Tensor operator-(const Tensor& x) {

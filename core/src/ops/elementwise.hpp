@@ -13,7 +13,7 @@ namespace tg::detail {
 template <typename Fn>
 Tensor map(const Tensor& x, const Fn& fn) {
   Tensor out = make_tensor(x.shape(), x.dtype());
-  dispatch(x.dtype(), [&]<typename T>() {
+  dispatch_floating("map", x.dtype(), [&]<typename T>() {
     const T* in = x.data<T>();
     T* result = out.mutable_data<T>();
     parallel_for(x.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
@@ -27,7 +27,7 @@ Tensor map(const Tensor& x, const Fn& fn) {
 template <typename Fn>
 Tensor map2(const Tensor& a, const Tensor& b, const Fn& fn) {
   Tensor out = make_tensor(a.shape(), a.dtype());
-  dispatch(a.dtype(), [&]<typename T>() {
+  dispatch_floating("map2", a.dtype(), [&]<typename T>() {
     const T* lhs = a.data<T>();
     const T* rhs = b.data<T>();
     T* result = out.mutable_data<T>();

@@ -1,16 +1,14 @@
-// Row-major GEMM: a serial kernel (BLIS's single-threaded build for large products, Eigen for the
-// rest) on a few large tiles of C, run in parallel by oneTBB.
+// Row-major GEMM: a serial kernel (BLIS's single-threaded build, in the configuration chosen from the
+// CPU's features, for large products; Eigen for the rest) on a few large tiles of C, run in
+// parallel by oneTBB.
 #include "ops/gemm.hpp"
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <type_traits>
 
+#include "cpu/gemm_kernel.hpp"
 #include "parallel_for.hpp"
-
-#ifdef TG_HAVE_BLIS
-#include <blis.h>
-#endif
 
 namespace tg::detail {
 
@@ -28,22 +26,21 @@ constexpr int64_t kMaxTiles = 2;
 // Each tile re-packs the operand it shares with its neighbours (all of op(B) for a row tile), so
 // tiles stay large: the packing then costs ~1/kMinTileSize of the multiply.
 constexpr int64_t kMinTileSize = 256;
-#ifdef TG_HAVE_BLIS
-// Where BLIS's packed kernels beat Eigen's (single thread, float32, measured on the target
-// machine): with op(B) = B from about 32³ multiply-adds (dW = dyᵀ·x at 64×32×64: 1.5x; 1024³
-// tiles: 1.25-1.35x); with op(B) = Bᵀ, whose packing costs BLIS more, only from about 160³ (at
-// 64³ BLIS reaches 0.65-0.85x Eigen). Below, Eigen's lighter set-up wins (16³: BLIS 0.4x).
-constexpr int64_t kBlisFlops = int64_t{1} << 15;
-constexpr int64_t kBlisFlopsTransB = int64_t{1} << 22;
-#endif
 
-// C[M, N] (+)= op(A)·op(B) on one thread. lda/ldb/ldc are the row strides of the stored matrices.
+// C[M, N] (+)= op(A)·op(B) on one thread, on the kernel that `kernel` gives this product's size.
+// lda/ldb/ldc are the row strides of the stored matrices.
 template <typename T>
-void serial_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-                 int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+void serial_gemm([[maybe_unused]] const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
+                 int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
 #ifdef TG_HAVE_BLIS
-  if (M * N * K >= (trans_b ? kBlisFlopsTransB : kBlisFlops)) {
-    // BLIS addresses element (i, j) as i·rs + j·cs, so a row-major matrix is (rs, cs) = (ld, 1).
+  const int64_t work = M * N * K;
+  cntx_t* context = kernel.packed && work >= (trans_b ? kernel.packed_from_trans_b : kernel.packed_from) ? kernel.packed
+                    : kernel.small && work >= kernel.small_from                                          ? kernel.small
+                                                                                                         : nullptr;
+  if (context) {
+    // The context is the configuration chosen from the CPU's features (cpu/gemm_kernel.cpp), not
+    // the one BLIS's own detection would give. BLIS addresses element (i, j) as i·rs + j·cs, so a
+    // row-major matrix is (rs, cs) = (ld, 1).
     // A local runtime of one thread: BLIS never starts threads of its own (oneTBB owns the cores),
     // and BLIS is reentrant, so tiles run concurrently. One serial call per tile computes the same
     // sums for the same sizes, whatever the thread count.
@@ -56,9 +53,9 @@ void serial_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, co
     T* a = const_cast<T*>(A);
     T* b = const_cast<T*>(B);
     if constexpr (std::is_same_v<T, float>)
-      bli_sgemm_ex(ta, tb, M, N, K, &alpha, a, lda, 1, b, ldb, 1, &beta, C, ldc, 1, nullptr, &one_thread);
+      bli_sgemm_ex(ta, tb, M, N, K, &alpha, a, lda, 1, b, ldb, 1, &beta, C, ldc, 1, context, &one_thread);
     else
-      bli_dgemm_ex(ta, tb, M, N, K, &alpha, a, lda, 1, b, ldb, 1, &beta, C, ldc, 1, nullptr, &one_thread);
+      bli_dgemm_ex(ta, tb, M, N, K, &alpha, a, lda, 1, b, ldb, 1, &beta, C, ldc, 1, context, &one_thread);
     return;
   }
 #endif
@@ -88,6 +85,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
     if (!accumulate) std::fill(C, C + M * N, T(0));
     return;
   }
+  const GemmKernel& kernel = gemm_kernel();  // may throw tg::Error (a bad TG_GEMM_KERNEL): before any work
   const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
   // The tiling is a function of M, N and K only, never of the thread count: each element of C is
   // computed by one serial call with the whole K, so results are bitwise identical at any thread
@@ -105,7 +103,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
       // op(A) rows m0..m1: rows of A, or columns of a transposed A; likewise op(B) columns n0..n1.
       const T* a_tile = trans_a ? A + m0 : A + m0 * lda;
       const T* b_tile = trans_b ? B + n0 * ldb : B + n0;
-      serial_gemm<T>(trans_a, trans_b, m1 - m0, n1 - n0, K, a_tile, lda, b_tile, ldb, C + m0 * N + n0, N, accumulate);
+      serial_gemm<T>(kernel, trans_a, trans_b, m1 - m0, n1 - n0, K, a_tile, lda, b_tile, ldb, C + m0 * N + n0, N, accumulate);
     }
   });
 }

@@ -19,7 +19,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   int64_t rows = 1;  // M: every leading dim of a folded into rows
   for (size_t d = 0; d + 1 < a.shape().size(); ++d) rows *= a.shape()[d];
   Tensor out = make_tensor(out_shape, a.dtype(), "matmul");
-  detail::dispatch(a.dtype(), [&]<typename T>() {
+  detail::dispatch_floating("matmul", a.dtype(), [&]<typename T>() {
     detail::gemm<T>(false, false, rows, N, K, a.data<T>(), b.data<T>(), out.mutable_data<T>(), false);
   });
   if (autograd::needs_grad(a, b))
@@ -27,7 +27,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                      [saved_a = autograd::SavedTensor(a), saved_b = autograd::SavedTensor(b), rows, N, K](
                          const Tensor& g, autograd::GradInputs& grads) {
                        const Tensor &a = grads.unpack(saved_a), &b = grads.unpack(saved_b);
-                       detail::dispatch(a.dtype(), [&]<typename T>() {
+                       detail::dispatch_floating("MatmulBackward", a.dtype(), [&]<typename T>() {
                          if (grads.needed(0)) {  // dA[M, K] = G[M, N] · Bᵀ
                            Tensor da = make_tensor(a.shape(), a.dtype());
                            detail::gemm<T>(false, true, rows, K, N, g.data<T>(), b.data<T>(), da.mutable_data<T>(), false);

@@ -6,88 +6,18 @@
 #include "ops/reduction.hpp"
 
 #include <algorithm>
-#include <array>
 
 #include "autograd/node.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/reduction_kernels.hpp"
 #include "ops/shape.hpp"
 
 namespace tg {
 namespace detail {
 
-namespace {
-// Elements one task sums before its partial result is stored (sized for L1/L2 residency).
-constexpr int64_t kReduceChunk = 16384;
-// Columns one task owns when B is wide enough to parallelise over columns instead.
-constexpr int64_t kColumnBlock = 256;
-// Independent accumulators for a row sum: lets the compiler vectorise without reassociating.
-constexpr int64_t kLanes = 16;
-
-// Σ row[0..n) in double, in kLanes interleaved partial sums added in a fixed order.
-template <typename T>
-double sum_row(const T* row, int64_t n) {
-  std::array<double, kLanes> lanes{};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) lanes[j] += static_cast<double>(row[i + j]);
-  double total = 0.0;
-  for (; i < n; ++i) total += static_cast<double>(row[i]);
-  for (double lane : lanes) total += lane;
-  return total;
-}
-
-// acc[b] += Σ_{r in [r0, r1)} in[r, b] for a [R, B] block.
-template <typename T>
-void add_rows(const T* in, int64_t B, int64_t r0, int64_t r1, int64_t b0, int64_t b1, double* acc) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const T* row = in + r * B;
-    for (int64_t b = b0; b < b1; ++b) acc[b - b0] += static_cast<double>(row[b]);
-  }
-}
-}  // namespace
-
 template <typename T>
 void reduce_sum(const T* in, T* out, int64_t A, int64_t R, int64_t B, double scale) {
-  if (A * B == 0) return;
-  if (B >= kColumnBlock) {
-    // Wide rows: each task owns a block of output columns and sums all R rows for it.
-    const int64_t blocks_per_a = ceil_div(B, kColumnBlock);
-    const int64_t grain = ceil_div(kReduceChunk, std::max<int64_t>(R, 1) * kColumnBlock);
-    parallel_for(A * blocks_per_a, grain, [&](int64_t begin, int64_t end) {
-      std::array<double, kColumnBlock> acc;
-      for (int64_t task = begin; task < end; ++task) {
-        const int64_t a = task / blocks_per_a, b0 = (task % blocks_per_a) * kColumnBlock;
-        const int64_t b1 = std::min(B, b0 + kColumnBlock);
-        acc.fill(0.0);
-        add_rows(in + a * R * B, B, 0, R, b0, b1, acc.data());
-        for (int64_t b = b0; b < b1; ++b) out[a * B + b] = static_cast<T>(acc[b - b0] * scale);
-      }
-    });
-    return;
-  }
-  // Narrow rows: split R into chunks of about kReduceChunk elements, sum each chunk into its own
-  // partial slot, then add the slots in chunk order.
-  const int64_t rows_per_chunk = std::max<int64_t>(1, kReduceChunk / B);
-  const int64_t chunks = std::max<int64_t>(1, ceil_div(R, rows_per_chunk));
-  std::vector<double> partial(static_cast<size_t>(A * chunks * B), 0.0);
-  const int64_t grain = chunks > 1 ? 1 : ceil_div(kReduceChunk, std::max<int64_t>(R * B, 1));
-  parallel_for(A * chunks, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t a = task / chunks, chunk = task % chunks;
-      const int64_t r0 = chunk * rows_per_chunk, r1 = std::min(R, r0 + rows_per_chunk);
-      double* slot = partial.data() + task * B;
-      if (B == 1)
-        slot[0] = sum_row(in + a * R + r0, r1 - r0);
-      else
-        add_rows(in + a * R * B, B, r0, r1, 0, B, slot);
-    }
-  });
-  for (int64_t a = 0; a < A; ++a)
-    for (int64_t b = 0; b < B; ++b) {
-      double total = 0.0;
-      for (int64_t chunk = 0; chunk < chunks; ++chunk) total += partial[(a * chunks + chunk) * B + b];
-      out[a * B + b] = static_cast<T>(total * scale);
-    }
+  reduction_kernels_for_cpu().of<T>().sum(in, out, A, R, B, scale);
 }
 
 template void reduce_sum<float>(const float*, float*, int64_t, int64_t, int64_t, double);
@@ -148,7 +78,7 @@ ReductionPlan plan_reduction(const Shape& shape, const std::vector<int64_t>& dim
 Tensor run_reduction(const Tensor& x, const ReductionPlan& plan, double scale) {
   const Tensor input = plan.permutation.empty() ? x : permute_copy(x, plan.permutation);
   Tensor out = make_tensor(plan.out_shape, x.dtype());
-  dispatch(x.dtype(), [&]<typename T>() {
+  dispatch_floating("sum", x.dtype(), [&]<typename T>() {
     reduce_sum<T>(input.data<T>(), out.mutable_data<T>(), plan.A, plan.R, plan.B, scale);
   });
   return out;
@@ -158,6 +88,7 @@ Tensor run_reduction(const Tensor& x, const ReductionPlan& plan, double scale) {
 Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool average, const char* op,
                   const char* backward_name) {
   check(x.defined(), op, "undefined tensor");
+  check_dtype<FloatingDTypes>(op, x.dtype());
   const ReductionPlan plan = plan_reduction(x.shape(), dims, keepdim, op);
   const double scale = average ? 1.0 / static_cast<double>(plan.R) : 1.0;
   Tensor out = run_reduction(x, plan, scale);
@@ -202,6 +133,7 @@ Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
 // avoids the cancellation of E[x²] - E[x]² when |mean| >> std.
 Tensor Tensor::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim) const {
   check(defined(), "var", "undefined tensor");
+  detail::check_dtype<detail::FloatingDTypes>("var", dtype());
   const detail::ReductionPlan plan = detail::plan_reduction(shape(), dims, keepdim, "var");
   const detail::ReductionPlan keep_plan = detail::plan_reduction(shape(), dims, /*keepdim=*/true, "var");
   // PyTorch's max(n - correction, 0): n - 1 = 0 gives 0/0 = nan, and so does n = 0 (where n - 1

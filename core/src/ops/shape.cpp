@@ -20,7 +20,7 @@ Tensor permute_copy(const Tensor& x, const std::vector<int64_t>& perm) {
   if (out.numel() == 0) return out;
   const int64_t inner = ndim ? out_shape.back() : 1, inner_stride = ndim ? strides.back() : 1;
   const int64_t rows = out.numel() / inner;
-  dispatch(x.dtype(), [&]<typename T>() {
+  dispatch_all("transpose", x.dtype(), [&]<typename T>() {
     const T* in = x.data<T>();
     T* result = out.mutable_data<T>();
     parallel_for(rows, ceil_div(kElementwiseGrain, inner), [&](int64_t begin, int64_t end) {

@@ -1,39 +1,47 @@
-// Checkpoints: a model's parameters, and optionally an SGD optimizer's state, in one
-// safetensors file that Python opens with `safetensors` or NumPy, and that tapegrad loads back.
+// Checkpoints: a model's parameters, and optionally an optimizer's and a learning-rate scheduler's
+// state (any optimizer, any scheduler, through their state dicts), in one safetensors file that
+// Python opens with `safetensors` or NumPy, and that tapegrad loads back.
 //
-//   tg::save(model, optimizer, "run.safetensors");   // every few epochs
+//   tg::save(model, optimizer, scheduler, "run.safetensors");   // every few epochs
 //   ...
-//   tg::load(model, optimizer, "run.safetensors");   // resume: the same numbers as never stopping
+//   tg::load(model, optimizer, scheduler, "run.safetensors");   // resume: the same numbers as never stopping
 //
 // Writes are atomic (a temporary file in the same directory, fsync'ed, renamed over the old one):
 // a crash or a full disk during a save leaves the previous checkpoint intact (a process killed
 // mid-save may leave its "<path>.tmp-XXXXXX" behind; it is never read). Loads verify
 // everything — the format, a CRC-32C of the data, the format version, every parameter's presence
 // and shape — before changing anything, and throw tg::Error saying what is wrong; on error the
-// model and the optimizer are left exactly as they were.
+// model, the optimizer and the scheduler are left exactly as they were.
 //
 // Tensors are stored under the model's parameter names ("0.weight", "ln.bias"), so weights
 // exported from PyTorch with `safetensors.torch.save_file(model.state_dict(), path)` load into
 // the same architecture built with tapegrad (float64 files load into float32 models and back,
-// converted as PyTorch's load_state_dict does). Momentum buffers are stored as
-// "optimizer.momentum_buffer.<parameter name>", hyper-parameters and the step count in the
-// header's __metadata__ under "tapegrad.*". The global random generator is not part of a
-// checkpoint: reseed with tg::manual_seed when resuming code that draws random numbers.
+// converted as PyTorch's load_state_dict does). The optimizer's per-parameter state is stored as
+// "optimizer.<state name>.<parameter name>" ("optimizer.momentum_buffer.0.weight"), its parameter
+// groups (options and parameter names), its step count and the scheduler's last_epoch and base_lrs
+// in the header's __metadata__ under "tapegrad.*" (io/src/optimizer_state.hpp has the layout).
+// Files of format version 1 (SGD with one group) still load. The global random generator is not
+// part of a checkpoint: reseed with tg::manual_seed when resuming code that draws random numbers.
 #pragma once
 
 #include <string>
 
 #include "tapegrad/nn/module.hpp"
-#include "tapegrad/optim/sgd.hpp"
+#include "tapegrad/optim/lr_scheduler.hpp"
+#include "tapegrad/optim/optimizer.hpp"
 
 namespace tg {
 
-// The version of the checkpoint layout this build writes and the newest it reads.
-inline constexpr int kCheckpointFormatVersion = 1;
+// The version of the checkpoint layout this build writes and the newest it reads. 2: parameter
+// groups and any optimizer's state, scheduler state; 1: the state of an SGD with one group.
+inline constexpr int kCheckpointFormatVersion = 2;
 
 void save(nn::Module& model, const std::string& path);
 void load(nn::Module& model, const std::string& path);
-void save(nn::Module& model, const optim::SGD& optimizer, const std::string& path);
-void load(nn::Module& model, optim::SGD& optimizer, const std::string& path);
+void save(nn::Module& model, const optim::Optimizer& optimizer, const std::string& path);
+void load(nn::Module& model, optim::Optimizer& optimizer, const std::string& path);
+void save(nn::Module& model, const optim::Optimizer& optimizer, const optim::LRScheduler& scheduler,
+          const std::string& path);
+void load(nn::Module& model, optim::Optimizer& optimizer, optim::LRScheduler& scheduler, const std::string& path);
 
 }  // namespace tg

@@ -26,6 +26,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias = {}, double eps = 1e-5);
 
 Tensor mse_loss(const Tensor& input, const Tensor& target);  // (node MseLossBackward)
-Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets);  // (CrossEntropyBackward)
+// logits: [N, C]; targets: int64 [N], or the classes in a vector or braced list   (CrossEntropyBackward)
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
+Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets);
+Tensor cross_entropy(const Tensor& logits, std::initializer_list<int64_t> targets);
 
 }  // namespace tg::nn::functional

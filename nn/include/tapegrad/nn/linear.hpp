@@ -1,4 +1,7 @@
 // tg::nn::Linear — y = x·Wᵀ + b over the last dim of x.
+//
+//   tg::nn::Linear lin(4, 3);                     // nn.Linear(4, 3)
+//   tg::nn::Linear no_bias(4, 3, {.bias = false});  // nn.Linear(4, 3, bias=False)
 #pragma once
 
 #include <cstdint>
@@ -7,11 +10,16 @@
 
 namespace tg::nn {
 
+// The optional arguments, by libtorch's names (torch::nn::LinearOptions).
+struct LinearOptions {
+  bool bias = true;  // false: no bias parameter at all
+};
+
 class Linear : public Module {
  public:
   // weight [out, in] and bias [out] drawn from U(−1/√in, 1/√in), PyTorch's default, with the
-  // global generator (tg::manual_seed). bias = false: no bias parameter at all.
-  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  // global generator (tg::manual_seed).
+  Linear(int64_t in_features, int64_t out_features, LinearOptions options = {});
 
   Tensor forward(const Tensor& x) override;  // x: [..., in] -> [..., out]
   void members(Members& m) override;

@@ -1,18 +1,49 @@
-// tg::optim::Optimizer — the base of every optimizer: it holds the parameters it updates.
+// tg::optim::Optimizer — the protocol every optimizer implements, modelled on torch.optim.Optimizer:
+// parameter groups with their own hyper-parameters, per-parameter state, zero_grad and step, and a
+// state dict in PyTorch's layout that checkpoints store.
 //
-//   tg::optim::SGD opt(model.parameters(), {.lr = 0.1});
+//   tg::optim::SGD opt(body.parameters(), {.lr = 0.1, .momentum = 0.9});
+//   opt.add_param_group(head.parameters(), {.lr = 0.01, .momentum = 0.9});  // its own options
 //   opt.zero_grad();   // every parameter's grad becomes undefined
 //   loss.backward();   // ... and is created afresh by the backward pass
 //   opt.step();        // parameters whose grad is still undefined are skipped
+//   tg::optim::OptimizerStateDict state = opt.state_dict();
 //
 // Updates run outside the tape: they write parameter storage directly, so no NoGradGuard is needed.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
 #include <vector>
 
 #include "tapegrad/tensor.hpp"
 
 namespace tg::optim {
+
+// A hyper-parameter as PyTorch's param_groups hold it: a number (lr, momentum) or a flag (nesterov).
+using OptionValue = std::variant<double, bool>;
+using OptionValues = std::map<std::string, OptionValue>;
+
+// The named state tensors of one parameter (SGD: "momentum_buffer"), each of its parameter's shape
+// and dtype.
+using ParamState = std::map<std::string, Tensor>;
+
+// One entry of state_dict().param_groups: the group's hyper-parameters by PyTorch's names and its
+// parameters as indices into Optimizer::parameters().
+struct ParamGroupState {
+  OptionValues options;
+  std::vector<int64_t> params;
+};
+
+// optimizer.state_dict() in PyTorch's layout: {"state": {index: {name: tensor}}, "param_groups":
+// [{options..., "params": [indices]}]}, plus tapegrad's step count.
+struct OptimizerStateDict {
+  std::map<int64_t, ParamState> state;  // parameters without state yet have no entry
+  std::vector<ParamGroupState> param_groups;
+  int64_t step_count = 0;
+};
 
 class Optimizer {
  public:
@@ -22,23 +53,72 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  virtual void step() = 0;
+  // The optimizer's class name, as errors and checkpoints give it ("SGD").
+  const char* name() const { return name_; }
+
+  // One update of every parameter whose grad is defined, group by group. Every grad is checked
+  // first (its parameter's dtype and shape), so that a bad one leaves every parameter as it was.
+  void step();
   // Sets every parameter's grad to undefined (PyTorch 2's zero_grad(set_to_none=True)): the next
   // backward then writes a fresh gradient instead of adding into a zeroed one.
   void zero_grad();
 
-  virtual double lr() const = 0;
-  virtual void set_lr(double lr) = 0;  // what learning-rate schedulers call
-
+  size_t param_group_count() const { return group_sizes_.size(); }
+  // Every parameter, group after group: index i here is index i of state_dict().
   const std::vector<Tensor>& parameters() const { return params_; }
+  // The parameters of one group, in the order they were given.
+  std::vector<Tensor> group_parameters(size_t group) const;
+
+  double lr(size_t group = 0) const;
+  void set_lr(double lr);                // every group: what learning-rate schedulers call
+  void set_lr(size_t group, double lr);  // lr must be finite and >= 0
+
+  int64_t step_count() const { return step_count_; }  // calls to step() so far
+  // The state of parameter `index` of parameters(): empty until its first update. These are the
+  // live tensors: clone them to keep a snapshot.
+  const ParamState& state(size_t index) const;
+
+  // The live state (as PyTorch's, the tensors are not copies) and every group's hyper-parameters.
+  OptimizerStateDict state_dict() const;
+  // Throws tg::Error saying what does not fit this optimizer — the number of groups and of their
+  // parameters, an index no group lists, an unknown state name, a shape, an option missing,
+  // unknown, of the wrong type or invalid — and changes nothing then.
+  void check_state_dict(const OptimizerStateDict& state_dict) const;
+  // check_state_dict, then installs copies of the state tensors (converted to each parameter's
+  // dtype, as PyTorch's load_state_dict does), the options and the step count. Parameters are
+  // matched by position in their group, as PyTorch does.
+  void load_state_dict(const OptimizerStateDict& state_dict);
 
  protected:
-  // Validates the parameters and names `op` (e.g. "SGD") in the error: the list must be non-empty
-  // and every parameter defined, a leaf, requiring grad, and listed once (a parameter listed twice
-  // would be updated twice per step).
-  Optimizer(std::vector<Tensor> params, const char* op);
+  // Starts the first group; `name` ("SGD") names the optimizer in errors.
+  Optimizer(const char* name, std::vector<Tensor> params);
 
-  std::vector<Tensor> params_;
+  // Appends a group, after checking its parameters: a non-empty list, each defined, a leaf,
+  // requiring grad, and in no group yet (a parameter listed twice would be updated twice per step).
+  // The derived class checks the group's options before and stores them after.
+  void add_group(std::vector<Tensor> params);
+
+  // The update of one parameter of `group` whose grad is defined, of its dtype and shape.
+  virtual void update(size_t group, Tensor& param, const Tensor& grad, ParamState& state) = 0;
+
+  // The hyper-parameters of `group` by PyTorch's names ("lr", "momentum", "nesterov", ...).
+  virtual OptionValues group_options(size_t group) const = 0;
+  // Throws tg::Error unless `options` holds exactly this optimizer's hyper-parameters, each of the
+  // right type and valid.
+  virtual void check_group_options(const OptionValues& options) const = 0;
+  // Installs options that check_group_options accepted.
+  virtual void set_group_options(size_t group, const OptionValues& options) = 0;
+  virtual double group_lr(size_t group) const = 0;
+  virtual void set_group_lr(size_t group, double lr) = 0;  // lr already checked
+  // The names of the per-parameter state this optimizer keeps ("momentum_buffer").
+  virtual std::vector<std::string> state_names() const = 0;
+
+ private:
+  const char* name_;
+  std::vector<Tensor> params_;       // every group's, group after group
+  std::vector<size_t> group_sizes_;  // how many of params_ each group holds
+  std::vector<ParamState> state_;    // state_[i] belongs to params_[i]
+  int64_t step_count_ = 0;
 };
 
 }  // namespace tg::optim

@@ -31,35 +31,37 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   // Rejects what PyTorch rejects — lr < 0, momentum < 0, weight_decay < 0, nesterov without
-  // momentum or with dampening — and NaN in any option, with a tg::Error naming the value.
+  // momentum or with dampening — and NaN or an infinity in any option, with a tg::Error naming the
+  // value. `options` are the first group's and the defaults of add_param_group(params).
   SGD(std::vector<Tensor> params, SGDOptions options);
 
-  // One update of every parameter whose grad is defined. The grad is read, never modified:
-  // the weight-decayed gradient exists only as a local value inside the kernel.
-  void step() override;
+  // A new group with its own options (PyTorch: optimizer.add_param_group({"params": ..., "lr": ...})),
+  // or with the constructor's. Its parameters must be in no group yet.
+  void add_param_group(std::vector<Tensor> params, SGDOptions options);
+  void add_param_group(std::vector<Tensor> params);
 
-  double lr() const override { return options_.lr; }
-  void set_lr(double lr) override;  // lr >= 0, as in the constructor
+  const SGDOptions& defaults() const { return defaults_; }
+  const SGDOptions& options(size_t group = 0) const;
+  void set_options(size_t group, SGDOptions options);  // validated like the constructor's
 
-  const SGDOptions& options() const { return options_; }
-  // Replaces every hyper-parameter at once, validated like the constructor's (what tg::load does
-  // when it restores a checkpoint, as PyTorch's load_state_dict restores param_groups).
-  void set_options(const SGDOptions& options);
-  int64_t step_count() const { return step_count_; }  // calls to step() so far
-
-  // One per parameter, in parameter order; undefined while momentum is 0 and until a parameter's
-  // first step with a defined grad. These are the live buffers: clone them to keep a snapshot.
-  const std::vector<Tensor>& momentum_buffers() const { return momentum_buffers_; }
-
-  // Restores the state of a checkpoint: step_count >= 0 and one buffer per parameter, each
-  // undefined or of its parameter's shape and dtype (tg::Error otherwise). The buffers are
-  // copied, so later steps never write into the caller's tensors.
-  void load_state(int64_t step_count, std::vector<Tensor> momentum_buffers);
+  // One per parameter of parameters(), in order: state(i)'s "momentum_buffer", undefined while
+  // momentum is 0 and until a parameter's first step with a defined grad. These are the live
+  // buffers: clone them to keep a snapshot.
+  std::vector<Tensor> momentum_buffers() const;
 
  private:
-  SGDOptions options_;
-  int64_t step_count_ = 0;
-  std::vector<Tensor> momentum_buffers_;  // buffer i: shape and dtype of parameter i
+  // The update of one parameter; the grad is read, never modified: the weight-decayed gradient
+  // exists only as a local value inside the kernel.
+  void update(size_t group, Tensor& param, const Tensor& grad, ParamState& state) override;
+  OptionValues group_options(size_t group) const override;
+  void check_group_options(const OptionValues& options) const override;
+  void set_group_options(size_t group, const OptionValues& options) override;
+  double group_lr(size_t group) const override { return group_options_[group].lr; }
+  void set_group_lr(size_t group, double lr) override { group_options_[group].lr = lr; }
+  std::vector<std::string> state_names() const override;
+
+  SGDOptions defaults_;
+  std::vector<SGDOptions> group_options_;  // one per parameter group
 };
 
 }  // namespace tg::optim

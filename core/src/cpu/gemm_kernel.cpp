@@ -1,0 +1,232 @@
+// The GEMM kernel choice: BLIS's detection when it knows the CPU, else the best BLIS configuration
+// the CPU's features can run, handed to BLIS as an explicit context (bli_?gemm_ex's cntx).
+#include "cpu/gemm_kernel.hpp"
+
+#include <bit>
+#include <cerrno>
+#include <cstdlib>
+
+#include "cpu/features.hpp"
+#include "tapegrad/error.hpp"
+
+namespace tg::detail {
+
+namespace {
+
+// Below this many multiply-adds (e.g. 16³) a product costs less than BLIS's set-up (~250 ns per
+// call, against ~15-30 ns for Eigen on a 2×6×5 product), so it always runs on Eigen.
+constexpr int64_t kTinyProduct = int64_t{1} << 12;
+
+// The instruction set Eigen's GEMM was compiled for: the library's own flags (TG_NATIVE), not the
+// CPU's. A wide Eigen beats BLIS's packing on small products; an SSE2 one does not.
+#if defined(__AVX512F__)
+constexpr const char* kEigenIsa = "AVX-512";
+constexpr bool kEigenIsWide = true;
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr const char* kEigenIsa = "AVX2+FMA";
+constexpr bool kEigenIsWide = true;
+#else
+constexpr const char* kEigenIsa = "SSE2";
+constexpr bool kEigenIsWide = false;
+#endif
+
+std::string eigen_name() { return std::string("Eigen (") + kEigenIsa + ")"; }
+
+#ifdef TG_HAVE_BLIS
+
+enum class Isa { Avx512, Avx2, Avx, Portable };
+
+// The BLIS configurations tapegrad may use, best first, with what each needs from the CPU. Debian's
+// libblis also holds knl (Xeon Phi: AVX-512PF/ER), penryn and the AMD bulldozer family (FMA4):
+// none is ever the best choice on a CPU that can run one of these.
+struct BlisConfig {
+  const char* name;
+  arch_t id;
+  Isa isa;
+};
+constexpr BlisConfig kBlisConfigs[] = {
+    {"skx", BLIS_ARCH_SKX, Isa::Avx512},       {"zen3", BLIS_ARCH_ZEN3, Isa::Avx2},
+    {"zen2", BLIS_ARCH_ZEN2, Isa::Avx2},       {"zen", BLIS_ARCH_ZEN, Isa::Avx2},
+    {"haswell", BLIS_ARCH_HASWELL, Isa::Avx2}, {"sandybridge", BLIS_ARCH_SANDYBRIDGE, Isa::Avx},
+    {"generic", BLIS_ARCH_GENERIC, Isa::Portable},
+};
+
+bool cpu_runs(Isa isa, const CpuFeatures& f) {
+  switch (isa) {
+    case Isa::Avx512: return f.avx512f && f.avx512dq && f.avx512bw && f.avx512vl && f.avx2 && f.fma;
+    case Isa::Avx2: return f.avx2 && f.fma;
+    case Isa::Avx: return f.avx;
+    case Isa::Portable: return true;
+  }
+  return false;
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return "AVX-512F/DQ/BW/VL";
+    case Isa::Avx2: return "AVX2+FMA";
+    case Isa::Avx: return "AVX";
+    case Isa::Portable: return "portable C";
+  }
+  return "";
+}
+
+bool registered(arch_t id) {
+  cntx_t** contexts = bli_gks_lookup_id(id);
+  return contexts != nullptr && contexts[BLIS_NAT] != nullptr;
+}
+
+const BlisConfig* find_config(arch_t id) {
+  for (const BlisConfig& config : kBlisConfigs)
+    if (config.id == id) return &config;
+  return nullptr;
+}
+
+// BLIS 0.9 reads BLIS_ARCH_TYPE as a number (strtol: "generic" reads as 0, which is skx) and
+// aborts the process on a number it has no configuration for. Check it before BLIS sees it.
+void check_blis_arch_type() {
+  const char* value = std::getenv("BLIS_ARCH_TYPE");
+  if (value == nullptr) return;
+  errno = 0;
+  char* end = nullptr;
+  const long id = std::strtol(value, &end, 10);
+  bool valid = errno == 0 && id >= 0 && id < BLIS_NUM_ARCHS;
+  if (valid) {
+    // Which ids this build holds is known only after bli_init(), which itself aborts on an invalid
+    // id: so ask the context table through a valid id only.
+    bli_init();
+    valid = registered(static_cast<arch_t>(id));
+  }
+  if (!valid) {
+    std::string choices;
+    for (const BlisConfig& config : kBlisConfigs)
+      choices += concat(choices.empty() ? "" : ", ", static_cast<int>(config.id), " = ", config.name);
+    throw Error(concat("gemm: BLIS_ARCH_TYPE='", value,
+                       "' is not a BLIS configuration of this build, and BLIS would abort on it; BLIS 0.9 takes a "
+                       "number (", choices, "), or unset it"));
+  }
+}
+
+// Sets the contexts and the sizes at which each runs, for BLIS configuration `config` chosen by
+// `auto`. The thresholds were measured single-threaded in float32 against Eigen compiled for
+// AVX-512 on a Zen 5 core (skx) and against Eigen for AVX2 on a Zen 4 core (haswell):
+//   skx: Eigen wins up to ~96³ (64×64×32: Eigen 126 GFLOP/s, skx 58; 128³: 146 and 162 for NN/TN,
+//   but 146 and 143 for NT; 192³ NT: 154 and 174).
+//   AVX2 configurations: from 32³ when op(B) = B, from 160³ when op(B) = Bᵀ.
+// With an SSE2 Eigen (a portable build), BLIS's AVX2 "sup" kernels take the small products
+// instead (64×32×64: 100 GFLOP/s, against 40 for that Eigen).
+void set_auto_thresholds(GemmKernel& kernel, const BlisConfig& config, const CpuFeatures& features) {
+  kernel.packed = bli_gks_lookup_nat_cntx(config.id);
+  if (config.isa == Isa::Avx512) {
+    kernel.packed_from = int64_t{1} << 20;
+    kernel.packed_from_trans_b = int64_t{1} << 21;
+  } else if (kEigenIsWide) {
+    kernel.packed_from = int64_t{1} << 15;
+    kernel.packed_from_trans_b = int64_t{1} << 22;
+  } else {
+    kernel.packed_from = kernel.packed_from_trans_b = kTinyProduct;
+  }
+  if (!kEigenIsWide && config.isa == Isa::Avx512 && cpu_runs(Isa::Avx2, features) && registered(BLIS_ARCH_HASWELL)) {
+    kernel.small = bli_gks_lookup_nat_cntx(BLIS_ARCH_HASWELL);
+    kernel.small_from = kTinyProduct;
+  }
+}
+
+std::string small_products(const GemmKernel& kernel) {
+  if (kernel.small) return concat(", BLIS 'haswell' from 2^12 (its small-matrix kernels; Eigen is ", kEigenIsa, ")");
+  return concat(", ", eigen_name(), " below");
+}
+
+GemmKernel choose_auto() {
+  const CpuFeatures& f = cpu_features();
+  check_blis_arch_type();
+  bli_init();
+  const arch_t detected = bli_arch_query_id();
+  const std::string detected_name = bli_arch_string(detected);
+  const std::string cpu = concat(f.vendor.empty() ? "an unknown vendor" : f.vendor, " family ", f.family, " model ",
+                                 f.model);
+  GemmKernel kernel;
+  const BlisConfig* chosen = find_config(detected);
+  std::string why;
+  if (chosen && chosen->isa != Isa::Portable && cpu_runs(chosen->isa, f)) {
+    why = concat("BLIS detected '", detected_name, "' for ", cpu, "; using it");
+  } else {
+    chosen = nullptr;
+    // Of the AVX2 configurations, AMD's newest (zen3: larger dgemm blocks, 1.4x haswell's dgemm
+    // on Zen 5) on AMD, haswell elsewhere; their sgemm kernels are the same.
+    const arch_t avx2_config = f.vendor == "AuthenticAMD" ? BLIS_ARCH_ZEN3 : BLIS_ARCH_HASWELL;
+    for (const BlisConfig& config : kBlisConfigs)
+      if (cpu_runs(config.isa, f) && registered(config.id) && (config.isa != Isa::Avx2 || config.id == avx2_config)) {
+        chosen = &config;
+        break;
+      }
+    const std::string detected_what =
+        detected == BLIS_ARCH_GENERIC ? "" : concat(", which this CPU cannot run or tapegrad does not use");
+    if (chosen == nullptr || chosen->isa == Isa::Portable) {
+      kernel.name = "eigen";
+      kernel.reason = concat("BLIS detected '", detected_name, "' for ", cpu, detected_what,
+                             "; no AVX2+FMA: using ", eigen_name());
+      return kernel;
+    }
+    why = concat("BLIS detected '", detected_name, "' for ", cpu, detected_what, "; using '", chosen->name, "' (",
+                 isa_name(chosen->isa), ")");
+  }
+  kernel.name = concat("blis-", chosen->name);
+  set_auto_thresholds(kernel, *chosen, f);
+  kernel.reason = concat(why, " from 2^", std::countr_zero(static_cast<uint64_t>(kernel.packed_from)),
+                         " multiply-adds", small_products(kernel));
+  return kernel;
+}
+
+#endif  // TG_HAVE_BLIS
+
+GemmKernel choose_kernel() {
+  const char* forced = std::getenv("TG_GEMM_KERNEL");
+  const std::string value = forced ? forced : "auto";
+  if (value == "eigen") return {.name = "eigen", .reason = concat("TG_GEMM_KERNEL=eigen: ", eigen_name())};
+#ifdef TG_HAVE_BLIS
+  if (value == "auto") return choose_auto();
+  const CpuFeatures& f = cpu_features();
+  for (const BlisConfig& config : kBlisConfigs) {
+    if (value != concat("blis-", config.name) || !cpu_runs(config.isa, f)) continue;
+    check_blis_arch_type();
+    bli_init();
+    if (!registered(config.id)) break;
+    // Forced means every product BLIS can take, so that tests exercise this kernel: all but the
+    // tiny ones, whose cost is the call itself.
+    GemmKernel kernel{.name = value, .reason = concat("TG_GEMM_KERNEL=", value, " (", isa_name(config.isa), ")")};
+    kernel.packed = bli_gks_lookup_nat_cntx(config.id);
+    kernel.packed_from = kernel.packed_from_trans_b = kTinyProduct;
+    kernel.reason += concat(" from 2^12 multiply-adds, ", eigen_name(), " below");
+    return kernel;
+  }
+#else
+  if (value == "auto") return {.name = "eigen", .reason = concat("built without BLIS (TG_GEMM=eigen): ", eigen_name())};
+#endif
+  std::string names;
+  for (const std::string& name : gemm_kernel_names()) names += (names.empty() ? "" : ", ") + name;
+  throw Error(concat("gemm: TG_GEMM_KERNEL='", value, "' is not a kernel this build can run on this CPU; valid: ",
+                     names));
+}
+
+}  // namespace
+
+std::vector<std::string> gemm_kernel_names() {
+  std::vector<std::string> names{"auto"};
+#ifdef TG_HAVE_BLIS
+  const CpuFeatures& f = cpu_features();
+  for (const BlisConfig& config : kBlisConfigs)
+    if (cpu_runs(config.isa, f)) names.push_back(concat("blis-", config.name));
+#endif
+  names.emplace_back("eigen");
+  return names;
+}
+
+const GemmKernel& gemm_kernel() {
+  // A function-local static: initialised once, thread-safely; when the choice throws (a bad
+  // TG_GEMM_KERNEL) it stays uninitialised, so every later call throws again.
+  static const GemmKernel kernel = choose_kernel();
+  return kernel;
+}
+
+}  // namespace tg::detail

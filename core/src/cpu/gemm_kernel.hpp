@@ -1,0 +1,43 @@
+// Which GEMM kernel this process runs, chosen once from what the CPU can do (its cpuid features),
+// never from its name: BLIS's own table of CPU families lags behind new CPUs (BLIS 0.9 detects
+// 'generic' on AMD family 26 and would run its reference kernels at a sixth of the core's speed).
+//
+// TG_GEMM_KERNEL=auto (the default), blis-<configuration> or eigen forces a choice; see
+// gemm_kernel_names() for the values this build and CPU accept.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#ifdef TG_HAVE_BLIS
+#include <blis.h>
+#endif
+
+namespace tg::detail {
+
+struct GemmKernel {
+  std::string name;    // as TG_GEMM_KERNEL spells it: "blis-skx", "blis-haswell", ..., "eigen"
+  std::string reason;  // why this one, e.g. "BLIS detected 'generic' for AuthenticAMD family 26; ..."
+#ifdef TG_HAVE_BLIS
+  // A product of M·N·K multiply-adds runs on `packed` (BLIS's packed kernels) from packed_from
+  // (packed_from_trans_b when op(B) = Bᵀ, whose packing costs more), else on `small` (an AVX2
+  // context, whose small-matrix "sup" kernels skip packing) from small_from, else on Eigen.
+  // A null context is never used.
+  cntx_t* packed = nullptr;
+  cntx_t* small = nullptr;
+#endif
+  int64_t packed_from = 0;
+  int64_t packed_from_trans_b = 0;
+  int64_t small_from = 0;
+};
+
+// Chosen on first use (thread-safe), then constant for the process. Throws tg::Error when
+// TG_GEMM_KERNEL names a kernel that does not exist or that this CPU cannot run, or when
+// BLIS_ARCH_TYPE holds a value BLIS would abort on; the next call tries again.
+const GemmKernel& gemm_kernel();
+
+// The values TG_GEMM_KERNEL accepts on this CPU, "auto" first.
+std::vector<std::string> gemm_kernel_names();
+
+}  // namespace tg::detail

@@ -1,0 +1,176 @@
+// The SIMD vocabulary of the row kernels (LayerNorm, reductions). Private to the library.
+//
+// A kernel writes each per-element formula once, as a function of a *lane*: a position in the row
+// that reads and writes one 64-byte vector of T (16 floats or 8 doubles: one AVX-512 register)
+// or, for the tail of the row, a 32- or 16-byte vector or one scalar. for_each_lane runs the
+// formula over a row. GCC/Clang vector extensions keep this portable: compiled for a level
+// without AVX-512 (cpu/vector_isa.hpp), the compiler splits a 64-byte vector into narrower
+// instructions, and the arithmetic, lane for lane, stays the same.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "cpu/isa_namespace.hpp"
+
+// Lanes pass vectors by value between inlined functions private to one file; compiled without
+// AVX-512, GCC would warn that a 64-byte vector argument has another ABI there.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace tg::detail {
+inline namespace TG_ISA_HELPERS {
+
+template <typename T>
+struct Simd {
+  static constexpr int64_t kWidth = 64 / sizeof(T);  // lanes of a full vector: 16 floats or 8 doubles
+};
+
+// The sum of a vector's lanes, as a fixed tree: halves added pairwise down to one lane.
+template <typename T, int64_t Lanes, typename V>
+T reduce_add(V v) {
+  if constexpr (Lanes == 1) {
+    return v[0];
+  } else {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return reduce_add<T, Lanes / 2>(__builtin_shufflevector(v, v, I...) +
+                                      __builtin_shufflevector(v, v, (I + Lanes / 2)...));
+    }(std::make_index_sequence<Lanes / 2>{});
+  }
+}
+
+// A non-temporal store of the 64-byte vector at `from` to a 64-byte aligned address, in the
+// widest instructions the level has (SSE2's are in every x86-64 CPU).
+template <typename T>
+void stream_64_bytes(T* to, const T* from) {
+  constexpr bool kFloat = std::is_same_v<T, float>;
+#if defined(__AVX512F__)
+  if constexpr (kFloat) _mm512_stream_ps(to, _mm512_loadu_ps(from));
+  else _mm512_stream_pd(to, _mm512_loadu_pd(from));
+#elif defined(__AVX__)
+  for (int64_t k = 0; k < Simd<T>::kWidth; k += 32 / sizeof(T)) {
+    if constexpr (kFloat) _mm256_stream_ps(to + k, _mm256_loadu_ps(from + k));
+    else _mm256_stream_pd(to + k, _mm256_loadu_pd(from + k));
+  }
+#else
+  for (int64_t k = 0; k < Simd<T>::kWidth; k += 16 / sizeof(T)) {
+    if constexpr (kFloat) _mm_stream_ps(to + k, _mm_loadu_ps(from + k));
+    else _mm_stream_pd(to + k, _mm_loadu_pd(from + k));
+  }
+#endif
+}
+
+// Elements [i, i + kWidth) of every row array the formula touches; a narrower Bytes serves the
+// tail of a row.
+template <typename T, int64_t Bytes = 64>
+struct VectorLane {
+  typedef T Vec __attribute__((vector_size(Bytes)));
+  static constexpr int64_t kWidth = Bytes / sizeof(T);
+  int64_t i;
+  Vec operator()(const T* row) const {  // unaligned load
+    Vec v;
+    std::memcpy(&v, row + i, sizeof v);
+    return v;
+  }
+  // The same elements converted to double, one double lane per lane of T.
+  typedef double Wide __attribute__((vector_size(kWidth * sizeof(double))));
+  Wide wide(const T* row) const { return __builtin_convertvector((*this)(row), Wide); }
+  void store(T* row, Vec v) const { std::memcpy(row + i, &v, sizeof v); }
+  // A non-temporal store (straight to memory, no read of the line first) for a full vector at a
+  // 64-byte aligned address; a plain store for tail vectors. After streaming, a kernel calls
+  // streaming_fence() before its results may be read.
+  void stream(T* row, Vec v) const {
+    if constexpr (Bytes == 64) stream_64_bytes(row + i, reinterpret_cast<const T*>(&v));
+    else store(row, v);
+  }
+  static T reduce(Vec v) { return reduce_add<T, kWidth>(v); }
+  static double reduce(Wide v) requires(!std::is_same_v<T, double>) { return reduce_add<double, kWidth>(v); }
+};
+
+// Orders a chunk's streaming stores before whatever follows (the end of the parallel loop, which
+// publishes the results): non-temporal stores are not ordered by the usual x86 store ordering.
+inline void streaming_fence() { _mm_sfence(); }
+
+// Writes v to a lane of row: a streaming store when kStream, else a plain one.
+template <bool kStream, typename Lane, typename T, typename V>
+void put(const Lane& at, T* row, V v) {
+  if constexpr (kStream) at.stream(row, v);
+  else at.store(row, v);
+}
+
+// Element i, for the last elements of a row.
+template <typename T>
+struct ScalarLane {
+  int64_t i;
+  T operator()(const T* row) const { return row[i]; }
+  double wide(const T* row) const { return static_cast<double>(row[i]); }
+  void store(T* row, T v) const { row[i] = v; }
+  void stream(T* row, T v) const { row[i] = v; }
+  static T reduce(T v) { return v; }
+  static double reduce(double v) requires(!std::is_same_v<T, double>) { return v; }
+};
+
+// An output of at least this many bytes is written with streaming stores: it does not fit in the
+// caches anyway, and a plain store would first read every line it writes (a third more traffic
+// for LayerNorm's forward, which reads x and writes y).
+inline constexpr int64_t kStreamingMinBytes = int64_t{16} << 20;
+
+// Whether an [M, N] output at `out` is written with streaming stores: large enough, and every row
+// starts 64-byte aligned, so that rows are whole aligned vectors with no tail.
+template <typename T>
+bool use_streaming_stores(const T* out, int64_t M, int64_t N) {
+  return M * N * static_cast<int64_t>(sizeof(T)) >= kStreamingMinBytes && N * sizeof(T) % 64 == 0 &&
+         reinterpret_cast<uintptr_t>(out) % 64 == 0;
+}
+
+// f(std::bool_constant<b>{}): a kernel is compiled once with streaming stores and once without.
+template <typename F>
+void with_streaming(bool stream, const F& f) {
+  if (stream) f(std::true_type{});
+  else f(std::false_type{});
+}
+
+// The tail of a row, [i, n) with n − i < one 64-byte vector: one 32-byte vector, one 16-byte
+// vector, then single elements, as far as each fits (rows of 4 or 8 floats need no scalar code).
+// acc = f(acc, lane) for each in order; returns acc. (A fold, so that a sum along the tail is a
+// value in registers rather than a captured variable in memory.)
+template <typename T, typename Acc, typename F>
+Acc fold_tail_lanes(int64_t i, int64_t n, Acc acc, const F& f) {
+  constexpr int64_t W = Simd<T>::kWidth;
+  if (i + W / 2 <= n) {
+    acc = f(acc, VectorLane<T, 32>{i});
+    i += W / 2;
+  }
+  if (i + W / 4 <= n) {
+    acc = f(acc, VectorLane<T, 16>{i});
+    i += W / 4;
+  }
+  for (; i < n; ++i) acc = f(acc, ScalarLane<T>{i});
+  return acc;
+}
+
+template <typename T, typename F>
+void for_each_tail_lane(int64_t i, int64_t n, const F& f) {
+  fold_tail_lanes<T>(i, n, 0, [&](int none, auto lane) {
+    f(lane);
+    return none;
+  });
+}
+
+// f(lane) for every element of [0, n): whole vectors first, then the tail.
+template <typename T, typename F>
+void for_each_lane(int64_t n, const F& f) {
+  constexpr int64_t W = Simd<T>::kWidth;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) f(VectorLane<T>{i});
+  for_each_tail_lane<T>(i, n, f);
+}
+
+}  // namespace TG_ISA_HELPERS
+}  // namespace tg::detail
+
+#pragma GCC diagnostic pop

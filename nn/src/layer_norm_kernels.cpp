@@ -1,0 +1,231 @@
+// LayerNorm's row kernels: the maths of layer_norm.cpp, compiled once per vector level by
+// tg_add_isa_kernels (TG_ISA = v2, v3 or avx512) into tg::nn::detail::<level>.
+//
+// Per row of N elements:
+//   μ = Σx / N,  σ² = Σ(x − μ)² / N (biased),  rstd = 1/√(σ² + ε),  x̂ = (x − μ)·rstd
+//   y = x̂·γ + β
+// and, with g = dy·γ:
+//   dx = rstd · (g − mean(g) − x̂ · mean(g·x̂)),   dγ = Σ_rows dy·x̂,   dβ = Σ_rows dy.
+#include "layer_norm_kernels.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <memory>
+#include <tuple>
+
+#include "deterministic_sum.hpp"
+#include "simd_lanes.hpp"
+
+// The kernels' lambdas return SIMD vectors (see simd_lanes.hpp on -Wpsabi).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace tg::nn::detail::TG_ISA {
+
+namespace {
+
+using tg::detail::for_each_chunk;
+using tg::detail::for_each_lane;
+using tg::detail::lane_sums;
+using tg::detail::row_chunks;
+using tg::detail::RowChunks;
+using tg::detail::SumPair;
+
+// x_row: [N], N ≥ 1 -> {μ − x₀, σ²} of the row, x₀ = x_row[0].
+//
+// One pass, shifted by the row's first element, in double lanes: with d = x − x₀,
+// μ − x₀ = Σd/N and σ² = Σd²/N − (Σd/N)². The shift removes the cancellation that an offset
+// common to the row causes in the textbook E[x²] − E[x]²; what is left comes from x₀'s distance
+// from μ, and since x₀ is in the row, (x₀ − μ)² ≤ N·σ²: at most log2(N) bits cancel, whatever x₀
+// is. Double lanes keep the other 53 − log2(N) bits (float lanes kept 24 − log2(N): a 4096-row of
+// N(0, 1) whose first element is 1e4 lost four digits), and d² cannot overflow for float32 input
+// (float lanes overflowed from |d| ≈ 1.8e19, silently giving y = β). Unlike Welford (a division and
+// a serial dependency per element) Σd and Σd² are plain sums that vectorise, and unlike two passes
+// the row is read once.
+template <typename T>
+std::pair<double, double> row_moments(const T* x_row, int64_t N) {
+  const double x0 = static_cast<double>(x_row[0]);
+  const SumPair sums = tg::detail::wide_lane_sums<T>(N, [=](auto at) {
+    const auto d = at.wide(x_row) - x0;  // d = x − x₀, exact in double for float32 input
+    return std::pair{d, d * d};
+  });
+  const double sum_d = sums[0], sum_d2 = sums[1];
+  const double inv_n = 1.0 / static_cast<double>(N);
+  const double mean_d = sum_d * inv_n;                                                // μ − x₀
+  return {mean_d, std::max(sum_d2 * inv_n - mean_d * mean_d, 0.0)};  // σ² = E[d²] − E[d]²
+}
+
+// Rows normalised together: their statistics first, then their rstd in one loop (so the latency
+// of √ and ÷ overlaps across rows instead of stalling each short row), then y. Up to
+// kStatsBlockElements elements (16 KiB of float32), so the block is still in L1 for y.
+inline constexpr int64_t kStatsBlockRows = 16;
+inline constexpr int64_t kStatsBlockElements = 4096;
+
+// x: [M, N] rows of N normalised elements; gamma, beta: [N] -> y: [M, N];
+// stats: [M, kStatsPerRow] (rstd, center, shift) per row, saved for backward, or null.
+//
+// x̂ is computed as (x − c)·rstd + shift, with the center c = μ rounded to T and
+// shift = −(μ − c)·rstd, not as (x − μ)·rstd: x − c is exact where x is within a factor 2 of c
+// (rows with a large common offset) and otherwise rounds relative to x − μ itself, while the
+// part of μ that T cannot hold goes into the small shift. The three are saved in T; backward
+// rebuilds x̂ from them bitwise as forward did.
+template <typename T>
+void layer_norm_forward(const T* x, const T* gamma, const T* beta, T* y, T* stats, int64_t M, int64_t N,
+                        double eps) {
+  if (N == 0) return;
+  const int64_t block_rows = std::clamp<int64_t>(kStatsBlockElements / N, 1, kStatsBlockRows);
+  tg::detail::with_streaming(tg::detail::use_streaming_stores(y, M, N), [&](auto streaming) {
+    constexpr bool kStream = decltype(streaming)::value;
+    for_each_chunk(row_chunks(M, N), M, [&](int64_t, int64_t m0, int64_t m1) {
+      for (int64_t b0 = m0; b0 < m1; b0 += block_rows) {
+        const int64_t rows = std::min(block_rows, m1 - b0);
+        double mean_d[kStatsBlockRows], var[kStatsBlockRows];
+        for (int64_t r = 0; r < rows; ++r) std::tie(mean_d[r], var[r]) = row_moments(x + (b0 + r) * N, N);
+        T rstd[kStatsBlockRows], center[kStatsBlockRows], shift[kStatsBlockRows];
+        for (int64_t r = 0; r < rows; ++r) {
+          const double row_rstd = 1.0 / std::sqrt(var[r] + eps);  // rstd = 1/√(σ² + ε)
+          const double mean = static_cast<double>(x[(b0 + r) * N]) + mean_d[r];  // μ = x₀ + (μ − x₀)
+          rstd[r] = static_cast<T>(row_rstd);
+          center[r] = static_cast<T>(mean);
+          shift[r] = static_cast<T>(-(mean - static_cast<double>(center[r])) * row_rstd);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          const T* x_row = x + (b0 + r) * N;
+          T* y_row = y + (b0 + r) * N;
+          const T c = center[r], a = rstd[r], b = shift[r];
+          for_each_lane<T>(N, [=](auto at) {
+            const auto x_hat = (at(x_row) - c) * a + b;                           // x̂ = (x − μ)·rstd
+            tg::detail::put<kStream>(at, y_row, x_hat * at(gamma) + at(beta));  // y = x̂·γ + β
+          });
+          if (stats) {
+            T* row_stats = stats + (b0 + r) * kStatsPerRow;
+            row_stats[0] = a;
+            row_stats[1] = c;
+            row_stats[2] = b;
+          }
+        }
+      }
+      if constexpr (kStream) tg::detail::streaming_fence();
+    });
+  });
+}
+
+// A buffer of n U that lives on the stack when n ≤ Inline: tiny shapes allocate nothing.
+template <typename U, int64_t Inline>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) {
+    if (n > Inline) heap_ = std::make_unique_for_overwrite<U[]>(static_cast<size_t>(n));
+  }
+  U* data() { return heap_ ? heap_.get() : inline_; }
+
+ private:
+  U inline_[Inline];
+  std::unique_ptr<U[]> heap_;
+};
+
+// dγ/dβ of kRowBlock rows are summed in T, then added into the chunk's double partial sums: no
+// T sum spans more than kRowBlock terms, however many rows a chunk has.
+inline constexpr int64_t kRowBlock = 64;
+// Backward chunks hold at least this many elements (16+ rows of 4096), so that for wide rows the
+// per-chunk partial sums (2N doubles each) stay a small fraction of the traffic.
+inline constexpr int64_t kBackwardMinChunkElements = 65536;
+
+// Rows m .. m + R − 1 of the backward (R = 1 or 2): dx, and their dγ/dβ terms added into
+// block_sums: [2N] (dγ then dβ). Two rows share one read-modify-write of block_sums.
+template <int64_t R, bool kStream, typename T>
+void backward_rows(const T* dy, const T* x, const T* gamma, const T* stats, T* dx, T* block_sums, int64_t m,
+                   int64_t N) {
+  struct Row {
+    const T* dy;
+    const T* x;
+    T* dx;
+    T rstd, center, shift, c0, c1;
+  };
+  const double inv_n = 1.0 / static_cast<double>(N);
+  std::array<Row, R> rows;
+  for (int64_t k = 0; k < R; ++k) {
+    Row& row = rows[k];
+    row.dy = dy + (m + k) * N;
+    row.x = x + (m + k) * N;
+    row.dx = dx + (m + k) * N;
+    row.rstd = stats[(m + k) * kStatsPerRow];
+    row.center = stats[(m + k) * kStatsPerRow + 1];
+    row.shift = stats[(m + k) * kStatsPerRow + 2];
+    // Σg and Σg·x̂, g = dy·γ
+    const SumPair sums = lane_sums<T>(N, [=](auto at) {
+      const auto g = at(row.dy) * at(gamma);
+      const auto x_hat = (at(row.x) - row.center) * row.rstd + row.shift;
+      return std::pair{g, g * x_hat};
+    });
+    const double sum_g = sums[0], sum_gx = sums[1];
+    // dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) = g·rstd + x̂·c1 + c0
+    row.c0 = static_cast<T>(-static_cast<double>(row.rstd) * sum_g * inv_n);
+    row.c1 = static_cast<T>(-static_cast<double>(row.rstd) * sum_gx * inv_n);
+  }
+  T* dgamma_sums = block_sums;
+  T* dbeta_sums = block_sums + N;
+  for_each_lane<T>(N, [=](auto at) {
+    auto dgamma_sum = at(dgamma_sums), dbeta_sum = at(dbeta_sums);
+    for (const Row& row : rows) {
+      const auto d = at(row.dy);
+      const auto x_hat = (at(row.x) - row.center) * row.rstd + row.shift;
+      tg::detail::put<kStream>(at, row.dx, d * at(gamma) * row.rstd + (x_hat * row.c1 + row.c0));
+      dgamma_sum += d * x_hat;  // dγ += dy·x̂
+      dbeta_sum += d;           // dβ += dy
+    }
+    at.store(dgamma_sums, dgamma_sum);
+    at.store(dbeta_sums, dbeta_sum);
+  });
+}
+
+// dy, x: [M, N]; gamma: [N]; stats: [M, kStatsPerRow] from forward -> dx: [M, N]; dgamma, dbeta: [N].
+//
+// Per row, two passes while the row is in L1: Σg and Σg·x̂ (g = dy·γ, x̂ rebuilt from the saved
+// stats), then dx together with the row's dγ/dβ terms, two rows at a time, which go into a T
+// buffer for the current block of rows. Each block is added into the double partial slot of the
+// row's chunk (chunks depend only on M and N), and the slots are summed in chunk order at the
+// end: dγ and dβ are bitwise identical for any number of threads.
+template <typename T>
+void layer_norm_backward(const T* dy, const T* x, const T* gamma, const T* stats, T* dx, T* dgamma, T* dbeta,
+                         int64_t M, int64_t N) {
+  if (N == 0) return;  // dγ and dβ are empty
+  const RowChunks chunks = row_chunks(M, N, kBackwardMinChunkElements);
+  // partial: [chunks, 2N], per chunk N sums of dy·x̂ then N sums of dy, written only by that chunk.
+  Scratch<double, 64> partial(chunks.count * 2 * N);
+  tg::detail::with_streaming(tg::detail::use_streaming_stores(dx, M, N), [&](auto streaming) {
+    constexpr bool kStream = decltype(streaming)::value;
+    for_each_chunk(chunks, M, [&](int64_t chunk, int64_t m0, int64_t m1) {
+      double* chunk_sums = partial.data() + chunk * 2 * N;
+      Scratch<T, 64> block(2 * N);  // [2N]: dγ then dβ terms of the current row block
+      T* block_sums = block.data();
+      for (int64_t b0 = m0; b0 < m1; b0 += kRowBlock) {
+        const int64_t b1 = std::min(m1, b0 + kRowBlock);
+        std::fill(block_sums, block_sums + 2 * N, T(0));
+        int64_t m = b0;
+        for (; m + 2 <= b1; m += 2) backward_rows<2, kStream>(dy, x, gamma, stats, dx, block_sums, m, N);
+        if (m < b1) backward_rows<1, kStream>(dy, x, gamma, stats, dx, block_sums, m, N);
+        // The chunk's first block initialises its slot, later ones add to it.
+        for (int64_t j = 0; j < 2 * N; ++j)
+          chunk_sums[j] = (b0 == m0 ? 0.0 : chunk_sums[j]) + static_cast<double>(block_sums[j]);
+      }
+      if constexpr (kStream) tg::detail::streaming_fence();
+    });
+  });
+  // dγ, dβ = Σ_chunk partial[chunk], chunks in order.
+  tg::detail::sum_slots_in_order(partial.data(), chunks.count, 2 * N, [&](int64_t j, double total) {
+    (j < N ? dgamma[j] : dbeta[j - N]) = static_cast<T>(total);
+  });
+}
+
+}  // namespace
+
+const tg::detail::DtypeKernels<LayerNormKernels> layer_norm_kernels = {
+    .f32 = {.forward = layer_norm_forward<float>, .backward = layer_norm_backward<float>},
+    .f64 = {.forward = layer_norm_forward<double>, .backward = layer_norm_backward<double>},
+};
+
+}  // namespace tg::nn::detail::TG_ISA
+
+#pragma GCC diagnostic pop

@@ -1,0 +1,175 @@
+// The GEMM kernel choice (core/src/cpu/gemm_kernel.cpp): BLIS's detection forced to 'generic',
+// forced and refused kernels, and the matmul tests on every kernel this CPU has. The kernel is
+// chosen once per process, so each choice runs in a child process: this test binary again
+// (/proc/self/exe), with the environment variable under test.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "core_test_util.hpp"
+
+#ifdef TG_TEST_HAVE_BLIS
+#include <blis.h>
+#endif
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct ChildResult {
+  int status = -1;     // exit status, or -1 when it did not exit normally (a signal: SIGILL, abort)
+  std::string output;  // stdout and stderr
+};
+
+// Runs this test binary with `env` (VAR=value ... ; variables not named are unset) and Catch2's
+// `arguments`.
+ChildResult run_self(const std::string& env, const std::string& arguments) {
+  std::array<char, 4096> self{};
+  const ssize_t length = readlink("/proc/self/exe", self.data(), self.size() - 1);
+  REQUIRE(length > 0);
+  const std::string command = "env -u TG_GEMM_KERNEL -u BLIS_ARCH_TYPE " + env + " '" + std::string(self.data()) +
+                              "' " + arguments + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  ChildResult result;
+  std::array<char, 4096> buffer{};
+  while (size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) result.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  INFO(command << "\n" << result.output);
+  return result;
+}
+
+// The value after "key=" on the probe's line, up to the end of the line.
+std::string probe_value(const std::string& output, const std::string& key) {
+  const std::string marker = "gemm_probe " + key + "=";
+  const size_t at = output.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + marker.size();
+  return output.substr(begin, output.find('\n', begin) - begin);
+}
+
+// FNV-1a over the bytes of the products the probe computes: equal hashes, bitwise equal results.
+std::string products_hash() {
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&](const tg::Tensor& t) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(t.data<float>());
+    for (int64_t i = 0; i < t.numel() * 4; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  };
+  // Sizes that take each path: tiny (Eigen), small, packed in one tile, packed in two tiles.
+  for (const auto& [M, K, N] : {std::array<int64_t, 3>{3, 5, 4}, {64, 32, 64}, {300, 200, 250}, {600, 300, 500}}) {
+    tg::manual_seed(41);
+    tg::Tensor a = tg::randn({M, K}).requires_grad_();
+    tg::Tensor b = tg::randn({K, N}).requires_grad_();
+    const tg::Tensor c = tg::matmul(a, b);
+    c.backward(tg::randn({M, N}));  // dA = dC·Bᵀ, dB = Aᵀ·dC: the other two operand layouts
+    mix(c);
+    mix(a.grad());
+    mix(b.grad());
+  }
+  return std::to_string(hash);
+}
+
+bool has(const std::vector<std::string>& list, const std::string& value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+}  // namespace
+
+// Run by the tests below in a child process only ("[.]": hidden from a plain run).
+TEST_CASE("gemm probe: the kernel chosen in this process and a hash of its products", "[.gemm_probe]") {
+  try {
+    const tg::CpuInfo info = tg::cpu_info();
+    std::printf("gemm_probe kernel=%s\ngemm_probe hash=%s\n", info.gemm_kernel.c_str(), products_hash().c_str());
+  } catch (const tg::Error& error) {
+    std::printf("gemm_probe error=%s\n", error.what());
+  }
+}
+
+TEST_CASE("gemm kernel: cpu_info names the chosen kernel, why, and the valid choices", "[core][gemm_kernel]") {
+  const tg::CpuInfo info = tg::cpu_info();
+  CHECK(!info.gemm_reason.empty());
+  REQUIRE(info.gemm_kernels.size() >= 2);
+  CHECK(info.gemm_kernels.front() == "auto");
+  CHECK(has(info.gemm_kernels, "eigen"));
+  CHECK(has(info.gemm_kernels, info.gemm_kernel));
+  const std::string line = tg::to_string(info);
+  CHECK_THAT(line, Contains(info.vendor) && Contains("family " + std::to_string(info.family)) &&
+                       Contains(info.gemm_kernel) && Contains(info.gemm_reason));
+  const bool avx2_fma = has(info.features, "avx2") && has(info.features, "fma");
+#ifdef TG_TEST_HAVE_BLIS
+  // A CPU with AVX2+FMA always gets a vector kernel of BLIS's, whatever BLIS's own detection says.
+  if (avx2_fma) CHECK(info.gemm_kernel != "blis-generic");
+  if (avx2_fma) CHECK(info.gemm_kernel.rfind("blis-", 0) == 0);
+#else
+  CHECK(info.gemm_kernel == "eigen");
+  (void)avx2_fma;
+#endif
+}
+
+#ifdef TG_TEST_HAVE_BLIS
+TEST_CASE("gemm kernel: with BLIS's detection forced to 'generic', an AVX2 CPU still runs a vector kernel, "
+          "bitwise the same as the default path",
+          "[core][gemm_kernel]") {
+  const tg::CpuInfo info = tg::cpu_info();
+  // BLIS 0.9 reads BLIS_ARCH_TYPE as a number ("generic" would read as 0, which is skx).
+  const ChildResult forced = run_self("BLIS_ARCH_TYPE=" + std::to_string(static_cast<int>(BLIS_ARCH_GENERIC)),
+                                      "'[.gemm_probe]'");
+  REQUIRE(forced.status == 0);
+  const std::string kernel = probe_value(forced.output, "kernel");
+  INFO(forced.output);
+  REQUIRE(!kernel.empty());
+  if (has(info.features, "avx2") && has(info.features, "fma")) {
+    CHECK(kernel != "blis-generic");
+    CHECK(kernel != "eigen");
+  }
+  // The default path: this process when it chose the same kernel (BLIS's detection agrees with the
+  // features, or detects 'generic' as on AMD family 26), else a child that forces that kernel.
+  const std::string default_hash =
+      kernel == info.gemm_kernel ? products_hash()
+                                 : probe_value(run_self("TG_GEMM_KERNEL=" + kernel, "'[.gemm_probe]'").output, "hash");
+  CHECK(probe_value(forced.output, "hash") == default_hash);
+}
+
+TEST_CASE("gemm kernel: a BLIS_ARCH_TYPE that BLIS would abort on is a tg::Error", "[core][gemm_kernel]") {
+  for (const std::string value : {"99", "-1"}) {
+    const ChildResult child = run_self("BLIS_ARCH_TYPE=" + value, "'[.gemm_probe]'");
+    CHECK(child.status == 0);  // no abort
+    CHECK_THAT(probe_value(child.output, "error"), Contains("BLIS_ARCH_TYPE='" + value + "'") && Contains("generic"));
+  }
+}
+#endif
+
+TEST_CASE("gemm kernel: TG_GEMM_KERNEL forces a kernel; a bad value or one this CPU cannot run is refused",
+          "[core][gemm_kernel]") {
+  const tg::CpuInfo info = tg::cpu_info();
+  const ChildResult eigen = run_self("TG_GEMM_KERNEL=eigen", "'[.gemm_probe]'");
+  CHECK(probe_value(eigen.output, "kernel") == "eigen");
+
+  // knl (Xeon Phi) is in Debian's libblis but never a choice; skx needs AVX-512.
+  std::vector<std::string> refused{"blis-foo", "openblas", "blis-knl", "", "Auto"};
+  if (!has(info.features, "avx512f")) refused.emplace_back("blis-skx");
+  if (!has(info.features, "avx2")) refused.emplace_back("blis-haswell");
+  for (const std::string& value : refused) {
+    const ChildResult child = run_self("TG_GEMM_KERNEL='" + value + "'", "'[.gemm_probe]'");
+    CHECK(child.status == 0);
+    const std::string error = probe_value(child.output, "error");
+    CHECK_THAT(error, Contains("TG_GEMM_KERNEL='" + value + "'") && Contains("valid: auto") && Contains("eigen"));
+  }
+}
+
+TEST_CASE("gemm kernel: the matmul tests pass on every kernel this CPU has", "[core][gemm_kernel]") {
+  for (const std::string& kernel : tg::cpu_info().gemm_kernels) {
+    if (kernel == "auto") continue;  // this process
+    INFO("TG_GEMM_KERNEL=" << kernel);
+    const ChildResult probe = run_self("TG_GEMM_KERNEL=" + kernel, "'[.gemm_probe]'");
+    CHECK(probe_value(probe.output, "kernel") == kernel);
+    const ChildResult tests = run_self("TG_GEMM_KERNEL=" + kernel, "'[matmul]'");
+    CHECK(tests.status == 0);
+  }
+}
