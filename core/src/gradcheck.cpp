@@ -24,11 +24,36 @@ std::vector<Tensor> private_copies(const std::vector<Tensor>& inputs) {
   return copies;
 }
 
-Tensor evaluate(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs) {
+// One call of fn. `expected_shape` is the first call's output shape (null for the first call): the
+// Jacobian is laid out by it, so a function whose output shape changes cannot be checked.
+Tensor evaluate(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs, const Shape* expected_shape) {
   Tensor out = fn(inputs);
   check(out.defined(), "gradcheck", "the function returned an undefined tensor");
   check(out.dtype() == kFloat64, "gradcheck", "the function must return a float64 tensor, got ", out.dtype());
+  if (expected_shape != nullptr)
+    check(out.shape() == *expected_shape, "gradcheck", "the function returned shape ", out.shape(),
+          " after returning ", *expected_shape, " for the first call; its output shape must not depend on the "
+          "input values or on earlier calls");
   return out;
+}
+
+// Largest Jacobian gradcheck holds, summed over the inputs: 1 GiB of doubles. One backward per
+// output element and two evaluations per input element make a larger check impractical anyway.
+constexpr int64_t kMaxJacobianElements = int64_t{1} << 27;
+
+// Refuses, before anything is allocated, a Jacobian over kMaxJacobianElements.
+void check_jacobian_size(const std::vector<Tensor>& x, int64_t outputs, const Shape& out_shape) {
+  int64_t total = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const int64_t n = x[i].numel();
+    const bool fits = n == 0 || outputs <= (kMaxJacobianElements - total) / n;
+    check(fits, "gradcheck", "the Jacobian of the output (shape ", out_shape, ", ", outputs,
+          " elements) with respect to input ", i, " (shape ", x[i].shape(), ", ", n, " elements) has ",
+          static_cast<double>(outputs) * static_cast<double>(n), " elements (",
+          static_cast<double>(outputs) * static_cast<double>(n) * 8.0,
+          " bytes), more than gradcheck holds (2^27 elements in all); check a smaller case");
+    total += outputs * n;
+  }
 }
 
 }  // namespace
@@ -51,16 +76,17 @@ GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Te
   Shape out_shape;
   {
     NoGradGuard no_grad;
-    out_shape = evaluate(fn, x).shape();
+    out_shape = evaluate(fn, x, nullptr).shape();
   }
   const int64_t outputs = checked_numel(out_shape, "gradcheck");
+  check_jacobian_size(x, outputs, out_shape);
 
   // analytic[i][k * n_i + j] = d out_k / d x_i[j], one backward per output element k.
   std::vector<std::vector<double>> analytic(x.size());
   for (size_t i = 0; i < x.size(); ++i) analytic[i].assign(static_cast<size_t>(outputs * x[i].numel()), 0.0);
   for (int64_t k = 0; k < outputs; ++k) {
     for (Tensor& input : x) input.set_grad(Tensor());
-    const Tensor out = evaluate(fn, x);
+    const Tensor out = evaluate(fn, x, &out_shape);
     if (!out.requires_grad()) break;  // the output does not depend on any input: all zeros
     Tensor selector = zeros(out_shape, kFloat64);
     selector.mutable_data<double>()[k] = 1.0;
@@ -83,9 +109,9 @@ GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Te
     for (int64_t j = 0; j < x[i].numel(); ++j) {
       const double original = values[j];
       values[j] = original + options.eps;
-      const std::vector<double> plus = evaluate(fn, x).to_vector<double>();
+      const std::vector<double> plus = evaluate(fn, x, &out_shape).to_vector<double>();
       values[j] = original - options.eps;
-      const std::vector<double> minus = evaluate(fn, x).to_vector<double>();
+      const std::vector<double> minus = evaluate(fn, x, &out_shape).to_vector<double>();
       values[j] = original;
       for (int64_t k = 0; k < outputs; ++k) {
         const double numeric = (plus[k] - minus[k]) / (2.0 * options.eps);

@@ -68,11 +68,11 @@ struct Printer {
   void choose_format(DType dtype) {
     if (!is_floating_point(dtype)) {
       mode = dtype == kBool ? Mode::Bool : Mode::Int64;
-      measure(0, 0);
+      measure();
       return;
     }
     std::vector<double> finite;
-    collect(0, 0, finite);
+    collect(finite);
     bool integral = true;
     double max_abs = 0, min_abs = 0;
     bool any_nonzero = false;
@@ -90,29 +90,43 @@ struct Printer {
       mode = any_nonzero && (max_abs / min_abs > 1000.0 || max_abs > 1e8 || min_abs < 1e-4) ? Mode::Scientific
                                                                                             : Mode::Fixed;
     }
-    measure(0, 0);
+    measure();
   }
 
-  void collect(size_t dim, int64_t offset, std::vector<double>& out) const {
-    if (dim == shape.size()) {
-      if (std::isfinite(values[offset])) out.push_back(values[offset]);
-      return;
+  // Calls visit(offset) for every visible element, in row-major order. Iterative, like render:
+  // a tensor may have 100,000 dims of size 1, too many to recurse over.
+  template <typename Visit>
+  void for_each_visible(const Visit& visit) const {
+    std::vector<size_t> position(shape.size(), 0);  // into visible[d]
+    while (true) {
+      int64_t offset = 0;
+      bool summarized = false;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        const int64_t index = visible[d][position[d]];
+        summarized |= index < 0;
+        offset += index * strides[d];
+      }
+      if (!summarized) visit(offset);
+      size_t d = shape.size();
+      while (d > 0 && ++position[d - 1] == visible[d - 1].size()) position[--d] = 0;
+      if (d == 0) return;
     }
-    for (int64_t i : visible[dim])
-      if (i >= 0) collect(dim + 1, offset + i * strides[dim], out);
+  }
+
+  void collect(std::vector<double>& out) const {
+    for_each_visible([&](int64_t offset) {
+      if (std::isfinite(values[offset])) out.push_back(values[offset]);
+    });
   }
 
   // Like PyTorch, only nonzero finite floats set the width (at least 1): "nan", "inf" and "-0.0000"
   // may stick out of the column. Every int64 and bool value counts.
-  void measure(size_t dim, int64_t offset) {
-    if (dim == shape.size()) {
+  void measure() {
+    for_each_visible([&](int64_t offset) {
       const double v = values[offset];
       const bool counts = mode == Mode::Int64 || mode == Mode::Bool || (std::isfinite(v) && v != 0);
       if (counts) width = std::max(width, text(offset).size());
-      return;
-    }
-    for (int64_t i : visible[dim])
-      if (i >= 0) measure(dim + 1, offset + i * strides[dim]);
+    });
   }
 
   std::string text(int64_t offset) const {
@@ -124,41 +138,63 @@ struct Printer {
     return std::string(width - std::min(width, value.size()), ' ') + value;
   }
 
-  // PyTorch's _tensor_str_with_formatter: innermost rows wrap at the line width; outer dims
-  // separate their slices with ",", dim-1 newlines, and an indent.
-  std::string render(size_t dim, int64_t offset, size_t indent) const {
-    const size_t remaining = shape.size() - dim;
-    if (remaining == 1) {
-      const size_t per_line = std::max<size_t>(1, (kLineWidth - indent) / (width + 2));
-      std::string out = "[";
-      size_t on_line = 0;
-      bool first = true;
-      for (int64_t i : visible[dim]) {
-        if (!first) {
-          out += ",";
-          if (on_line == per_line) {
-            out.append("\n").append(indent + 1, ' ');
-            on_line = 0;
-          } else {
-            out += " ";
-          }
-        }
-        out += i < 0 ? std::string(" ...") : element(offset + i * strides[dim]);  // PyTorch's " ..."
-        ++on_line;
-        first = false;
-      }
-      return out + "]";
-    }
-    std::string separator = ",";
-    separator.append(remaining - 1, '\n').append(indent + 1, ' ');
+  // The innermost dim: "[a, b, c]", wrapping at the line width, continuation lines indented.
+  std::string row(size_t dim, int64_t offset, size_t indent) const {
+    const size_t per_line = std::max<size_t>(1, (kLineWidth - indent) / (width + 2));
     std::string out = "[";
+    size_t on_line = 0;
     bool first = true;
     for (int64_t i : visible[dim]) {
-      if (!first) out += separator;
-      out += i < 0 ? std::string("...") : render(dim + 1, offset + i * strides[dim], indent + 1);
+      if (!first) {
+        out += ",";
+        if (on_line == per_line) {
+          out.append("\n").append(indent + 1, ' ');
+          on_line = 0;
+        } else {
+          out += " ";
+        }
+      }
+      out += i < 0 ? std::string(" ...") : element(offset + i * strides[dim]);  // PyTorch's " ..."
+      ++on_line;
       first = false;
     }
     return out + "]";
+  }
+
+  // PyTorch's _tensor_str_with_formatter: innermost rows wrap at the line width; outer dims
+  // separate their slices with ",", dim-1 newlines, and an indent. Walks the dims with an explicit
+  // stack instead of recursion (see for_each_visible); `indent` is the column of the first '['.
+  std::string render(size_t indent) const {
+    const size_t ndim = shape.size();
+    if (ndim == 1) return row(0, 0, indent);
+    struct Slice {
+      size_t dim;
+      int64_t offset;
+      size_t next;  // the next entry of visible[dim] to print
+    };
+    std::vector<Slice> stack{{0, 0, 0}};
+    std::string out = "[";
+    while (!stack.empty()) {
+      const Slice slice = stack.back();
+      if (slice.next == visible[slice.dim].size()) {
+        out += "]";
+        stack.pop_back();
+        continue;
+      }
+      ++stack.back().next;
+      if (slice.next > 0) out.append(",").append(ndim - slice.dim - 1, '\n').append(indent + slice.dim + 1, ' ');
+      const int64_t i = visible[slice.dim][slice.next];
+      const int64_t child_offset = slice.offset + i * strides[slice.dim];
+      if (i < 0) {
+        out += "...";
+      } else if (slice.dim + 2 == ndim) {
+        out += row(slice.dim + 1, child_offset, indent + slice.dim + 1);
+      } else {
+        out += "[";
+        stack.push_back({slice.dim + 1, child_offset, 0});
+      }
+    }
+    return out;
   }
 };
 
@@ -186,7 +222,7 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) {
                     std::vector<int64_t>(t.shape().size(), 1), visible_indices(t.shape(), t.numel() > kSummaryThreshold)};
     for (size_t d = t.shape().size(); d-- > 1;) printer.strides[d - 1] = printer.strides[d] * t.shape()[d];
     printer.choose_format(t.dtype());
-    body = t.dim() == 0 ? printer.element(0) : printer.render(0, 0, prefix.size());
+    body = t.dim() == 0 ? printer.element(0) : printer.render(prefix.size());
   }
   // PyTorch names the dtype unless it is the default float32 or, for a non-empty tensor, int64 or
   // bool (which the values already show).

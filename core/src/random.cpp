@@ -36,6 +36,7 @@ Tensor& fill_random(Tensor& t, const char* op, Generator* generator, const Fill&
   detail::dispatch<Supported>(op, t.dtype(), [&]<typename T>() {
     fill.template operator()<T>(t.mutable_data<T>(), t.numel(), gen);
   });
+  detail::bump_version(t);
   return t;
 }
 

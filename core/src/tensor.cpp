@@ -4,7 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <new>
+#include <utility>
 
 #include "autograd/node.hpp"
 #include "convert.hpp"
@@ -201,6 +203,7 @@ Tensor& Tensor::fill_(double value) {
     T* out = mutable_data<T>();
     std::fill(out, out + numel(), converted);
   });
+  detail::bump_version(*this);
   return *this;
 }
 
@@ -211,23 +214,34 @@ Tensor& Tensor::copy_(const Tensor& source) {
         source.defined() ? source.shape() : Shape{});
   if (source.impl()->storage != impl()->storage)
     std::memcpy(impl()->storage->data, source.impl()->storage->data, static_cast<size_t>(numel()) * element_size(dtype()));
+  detail::bump_version(*this);
   return *this;
 }
 
 // --- creation --------------------------------------------------------------------------------------
 
-Tensor empty(const Shape& shape, DType dtype) { return make_tensor(shape, dtype, "empty"); }
-Tensor full(const Shape& shape, double value, DType dtype) {
-  Tensor out = make_tensor(shape, dtype, "full");
+namespace {
+// full() under the name of the function the user called, which errors report.
+Tensor filled(const Shape& shape, double value, DType dtype, const char* op) {
+  Tensor out = make_tensor(shape, dtype, op);
   NoGradGuard no_grad;
   return out.fill_(value);
 }
-Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
-Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
-Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+// The *_like functions: t's shape and dtype, under the name of the function called.
+Tensor filled_like(const Tensor& t, double value, const char* op) {
+  check(t.defined(), op, "undefined tensor");
+  return filled(t.shape(), value, t.dtype(), op);
+}
+}  // namespace
+
+Tensor empty(const Shape& shape, DType dtype) { return make_tensor(shape, dtype, "empty"); }
+Tensor full(const Shape& shape, double value, DType dtype) { return filled(shape, value, dtype, "full"); }
+Tensor zeros(const Shape& shape, DType dtype) { return filled(shape, 0.0, dtype, "zeros"); }
+Tensor ones(const Shape& shape, DType dtype) { return filled(shape, 1.0, dtype, "ones"); }
+Tensor scalar_tensor(double value, DType dtype) { return filled({}, value, dtype, "scalar_tensor"); }
+Tensor zeros_like(const Tensor& t) { return filled_like(t, 0.0, "zeros_like"); }
+Tensor ones_like(const Tensor& t) { return filled_like(t, 1.0, "ones_like"); }
+Tensor full_like(const Tensor& t, double value) { return filled_like(t, value, "full_like"); }
 
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
   const Shape resolved = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape;
@@ -245,7 +259,7 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
 Tensor Tensor::to(DType target) const {
   check(defined(), "to", "undefined tensor");
   if (target == dtype()) return *this;
-  Tensor out = make_tensor(shape(), target);
+  Tensor out = make_tensor(shape(), target, "to");
   detail::dispatch_all("to", dtype(), [&]<typename From>() {
     detail::dispatch_all("to", target, [&]<typename To>() {
       detail::convert_values(data<From>(), out.mutable_data<To>(), numel(), "to");
@@ -261,7 +275,7 @@ Tensor Tensor::to(DType target) const {
 
 Tensor Tensor::clone() const {
   check(defined(), "clone", "undefined tensor");
-  Tensor out = make_tensor(shape(), dtype());
+  Tensor out = make_tensor(shape(), dtype(), "clone");
   std::memcpy(out.impl()->storage->data, impl()->storage->data, static_cast<size_t>(numel()) * element_size(dtype()));
   if (autograd::needs_grad(*this))
     autograd::record(out, "CloneBackward", {*this}, [](const Tensor& g, autograd::GradInputs& grads) { grads.set(0, g); });
@@ -292,14 +306,47 @@ bool Tensor::requires_grad() const {
 
 bool Tensor::is_leaf() const { return checked(*this, "is_leaf").grad_fn == nullptr; }
 
-Tensor Tensor::grad() const { return checked(*this, "grad").grad; }
+Tensor Tensor::grad() const {
+  const TensorImpl& impl = checked(*this, "grad");
+  const std::lock_guard lock(autograd::grad_mutex(&impl));  // a backward may be replacing it
+  return impl.grad;
+}
 
 void Tensor::set_grad(const Tensor& grad) {
   checked(*this, "set_grad");
   check(!grad.defined() || (grad.shape() == shape() && grad.dtype() == dtype()), "set_grad", "expected a ", dtype(),
         " gradient of shape ", shape(), ", got ", grad.defined() ? name(grad.dtype()) : "undefined", " ",
         grad.defined() ? grad.shape() : Shape{});
-  impl_->grad = grad;
+  // Both would make tensors own each other: t owning itself, or t -> g -> ... -> t (a cycle can
+  // only close through a gradient that already has one).
+  if (grad.defined()) {
+    check(grad.impl() != impl(), "set_grad", "a tensor (shape ", shape(),
+          ") cannot be its own gradient; pass a copy: t.set_grad(t.detach().clone())");
+    check(!grad.grad().defined(), "set_grad", "the gradient (shape ", grad.shape(),
+          ") has a gradient of its own; pass a tensor without one (e.g. g.detach())");
+  }
+  Tensor previous;  // released after the lock: it may be the last handle to a large buffer
+  const std::lock_guard lock(autograd::grad_mutex(impl()));
+  previous = std::exchange(impl_->grad, grad);
+}
+
+HookHandle Tensor::register_hook(std::function<Tensor(const Tensor& grad)> hook) const {
+  check(defined(), "register_hook", "undefined tensor");
+  check(requires_grad(), "register_hook", "cannot register a hook on a tensor (shape ", shape(),
+        ") that does not require grad");
+  check(static_cast<bool>(hook), "register_hook", "empty hook function");
+  autograd::Node& node = impl_->grad_fn ? *impl_->grad_fn : autograd::grad_accumulator(*this);
+  return autograd::add_hook(node.grad_hooks, autograd::GradHook(std::move(hook)));
+}
+
+HookHandle Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook) const {
+  check(defined(), "register_post_accumulate_grad_hook", "undefined tensor");
+  check(is_leaf() && requires_grad(), "register_post_accumulate_grad_hook",
+        "only a leaf that requires grad accumulates a gradient; got a tensor of shape ", shape(),
+        is_leaf() ? " that does not require grad" : " computed by an operation");
+  check(static_cast<bool>(hook), "register_post_accumulate_grad_hook", "empty hook function");
+  return autograd::add_hook(autograd::grad_accumulator(*this).post_accumulate_hooks,
+                            autograd::PostAccumulateHook(std::move(hook)));
 }
 
 const char* Tensor::grad_fn_name() const {

@@ -10,6 +10,7 @@ namespace tg {
 
 namespace autograd {
 struct Node;
+struct AccumulateGrad;
 }
 
 // A tensor's bytes. Views created by `reshape` and `detach` share it. Made only by
@@ -26,6 +27,9 @@ struct Storage {
   void* data;
   size_t nbytes;
   size_t cached_capacity;  // the cached block's size, or 0 when the bytes follow this header
+  // Counts the in-place writes to these bytes (detail::bump_version), shared by every view: a
+  // tensor saved for backward remembers it, and backward refuses a tensor whose count moved.
+  uint64_t version = 0;
 };
 
 // A new Storage of `nbytes` uninitialised bytes; std::bad_alloc when memory runs out.
@@ -38,13 +42,21 @@ struct TensorImpl {
   bool requires_grad = false;  // set on leaves by requires_grad_(); implied by grad_fn
   std::shared_ptr<Storage> storage;
   std::shared_ptr<autograd::Node> grad_fn;  // the node that produced this tensor; null for leaves
-  Tensor grad;                              // accumulated gradient of a leaf
+  // A leaf's one gradient sink, made when the leaf is first used by a recorded op.
+  std::shared_ptr<autograd::AccumulateGrad> grad_accumulator;
+  Tensor grad;  // accumulated gradient of a leaf; read and replaced under autograd::grad_mutex
 
   template <typename T>
   T* data() const {
     return static_cast<T*>(storage->data);
   }
 };
+
+namespace detail {
+// Marks an in-place write to t's storage (fill_, copy_, an optimizer's update...), so that a
+// backward that saved t before the write refuses to use it.
+inline void bump_version(const Tensor& t) { ++t.impl()->storage->version; }
+}  // namespace detail
 
 // The element count of `shape`, or tg::Error naming `op` for a negative dim or an overflow.
 int64_t checked_numel(const Shape& shape, const char* op);

@@ -36,7 +36,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
   // An absent γ is ones and an absent β zeros (N elements each), so one kernel serves both
   // cases; such constants do not require grad, so the node sends them nothing.
-  const Tensor gamma = weight.defined() ? weight.detach() : ones(normalized_shape, x.dtype());
+  const Tensor gamma = weight.defined() ? weight : ones(normalized_shape, x.dtype());
   const Tensor beta = bias.defined() ? bias.detach() : zeros(normalized_shape, x.dtype());
   const Tensor& weight_input = weight.defined() ? weight : gamma;
   const Tensor& bias_input = bias.defined() ? bias : beta;
@@ -52,7 +52,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
   if (record)
     autograd::record(y, "LayerNormBackward", {x, weight_input, bias_input},
-                     [x = x.detach(), gamma, stats, M, N](const Tensor& dy, autograd::GradInputs& grads) {
+                     [saved_x = autograd::SavedTensor(x), saved_gamma = autograd::SavedTensor(gamma), stats, M, N](
+                         const Tensor& dy, autograd::GradInputs& grads) {
+                       const Tensor &x = grads.unpack(saved_x), &gamma = grads.unpack(saved_gamma);
                        Tensor dx = make_tensor(x.shape(), x.dtype());
                        Tensor dgamma = make_tensor(gamma.shape(), x.dtype());
                        Tensor dbeta = make_tensor(gamma.shape(), x.dtype());

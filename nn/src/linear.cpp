@@ -67,8 +67,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                       M, in, out);
   });
 
-  auto backward = [x = x.detach(), weight = weight.detach(), has_bias = bias.defined(), M, in, out](
-                      const Tensor& dy, autograd::GradInputs& grads) {
+  auto backward = [saved_x = autograd::SavedTensor(x), saved_weight = autograd::SavedTensor(weight),
+                   has_bias = bias.defined(), M, in, out](const Tensor& dy, autograd::GradInputs& grads) {
+    const Tensor &x = grads.unpack(saved_x), &weight = grads.unpack(saved_weight);
     Tensor dx = grads.needed(0) ? make_tensor(x.shape(), x.dtype()) : Tensor();
     Tensor dweight = grads.needed(1) ? make_tensor(weight.shape(), weight.dtype()) : Tensor();
     Tensor dbias = has_bias && grads.needed(2) ? make_tensor({out}, x.dtype()) : Tensor();

@@ -96,7 +96,9 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
   Tensor out = scalar_tensor(loss, input.dtype());
   if (autograd::needs_grad(input, target))
     autograd::record(out, "MseLossBackward", {input, target},
-                     [input = input.detach(), target = target.detach(), n](const Tensor& g, autograd::GradInputs& grads) {
+                     [saved_input = autograd::SavedTensor(input), saved_target = autograd::SavedTensor(target), n](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor &input = grads.unpack(saved_input), &target = grads.unpack(saved_target);
                        // d/dinput = 2 (input − target) / n · g;  d/dtarget = −d/dinput
                        const double scale = 2.0 * g.item() / static_cast<double>(n);
                        const Tensor dinput = tg::detail::map2(input, target, [scale](auto a, auto b) {
@@ -130,7 +132,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
   Tensor out = scalar_tensor(loss, logits.dtype());
   if (autograd::needs_grad(logits))
     autograd::record(out, "CrossEntropyBackward", {logits},
-                     [logits = logits.detach(), classes, lse, N, C](const Tensor& g, autograd::GradInputs& grads) {
+                     [saved_logits = autograd::SavedTensor(logits), classes, lse, N, C](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor& logits = grads.unpack(saved_logits);
                        Tensor dlogits = make_tensor(logits.shape(), logits.dtype());
                        tg::detail::dispatch_floating("CrossEntropyBackward", logits.dtype(), [&]<typename T>() {
                          cross_entropy_backward<T>(logits.data<T>(), classes.data<int64_t>(), lse.data<double>(),

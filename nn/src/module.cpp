@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "autograd/node.hpp"
 #include "tapegrad/autograd.hpp"
 
 namespace tg::nn {
@@ -33,6 +34,7 @@ void Parameter::replace(const Tensor& value) { Tensor::operator=(value); }
 struct Members::Visitor {
   std::function<void(const std::string& dotted_name, Parameter&)> on_parameter = nullptr;
   std::function<void(Module&)> on_module = nullptr;
+  bool include_absent = false;  // also visit absent (undefined) parameters
 };
 
 namespace {
@@ -46,7 +48,8 @@ void check_member_name(const std::string& name, const char* what) {
 
 void Members::parameter(const std::string& name, Parameter& parameter) {
   check_member_name(name, "Members::parameter");
-  if (visitor_.on_parameter && parameter.defined()) visitor_.on_parameter(prefix_ + name, parameter);
+  if (visitor_.on_parameter && (parameter.defined() || visitor_.include_absent))
+    visitor_.on_parameter(prefix_ + name, parameter);
 }
 
 void Members::module(const std::string& name, Module& child) {
@@ -57,6 +60,83 @@ void Members::module(const std::string& name, Module& child) {
 // --- Module ----------------------------------------------------------------------------------------
 
 void Module::members(Members&) {}
+
+namespace detail {
+struct ModuleHooks {
+  std::shared_ptr<autograd::HookList<ForwardPreHook>> forward_pre;
+  std::shared_ptr<autograd::HookList<ForwardHook>> forward;
+};
+}  // namespace detail
+
+Tensor Module::operator()(const Tensor& x) {
+  if (!hooks_) return forward(x);
+  // Copies of the lists: a hook may register or remove hooks.
+  const std::shared_ptr<detail::ModuleHooks> hooks = hooks_;
+  Tensor input = x;
+  if (hooks->forward_pre)
+    for (const auto& [id, hook] : std::vector(hooks->forward_pre->hooks))
+      if (Tensor replaced = hook(*this, input); replaced.defined()) input = std::move(replaced);
+  Tensor output = forward(input);
+  if (hooks->forward)
+    for (const auto& [id, hook] : std::vector(hooks->forward->hooks))
+      if (Tensor replaced = hook(*this, input, output); replaced.defined()) output = std::move(replaced);
+  return output;
+}
+
+HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  check(static_cast<bool>(hook), "register_forward_pre_hook", "empty hook function");
+  if (!hooks_) hooks_ = std::make_shared<detail::ModuleHooks>();
+  return autograd::add_hook(hooks_->forward_pre, std::move(hook));
+}
+
+HookHandle Module::register_forward_hook(ForwardHook hook) {
+  check(static_cast<bool>(hook), "register_forward_hook", "empty hook function");
+  if (!hooks_) hooks_ = std::make_shared<detail::ModuleHooks>();
+  return autograd::add_hook(hooks_->forward, std::move(hook));
+}
+
+namespace {
+// Every parameter slot of the tree, absent ones included, as "name: dtype [shape]" or "name: absent".
+std::vector<std::string> describe_slots(const std::function<void(Members::Visitor&)>& walk) {
+  std::vector<std::string> slots;
+  Members::Visitor visitor{.on_parameter =
+                               [&](const std::string& name, Parameter& p) {
+                                 slots.push_back(p.defined() ? tg::detail::concat(name, ": ", p.dtype(), " ", p.shape())
+                                                             : name + ": absent");
+                               },
+                           .include_absent = true};
+  walk(visitor);
+  return slots;
+}
+}  // namespace
+
+Module& Module::operator=(const Module& other) {
+  if (this == &other) return *this;
+  if (assigns_parameter_values()) {
+    // The derived class's assignment copies the parameters after this returns: check them all first.
+    auto& source = const_cast<Module&>(other);  // walked, not changed
+    const std::vector<std::string> mine = describe_slots([this](Members::Visitor& v) { walk(v, ""); });
+    const std::vector<std::string> theirs = describe_slots([&source](Members::Visitor& v) { source.walk(v, ""); });
+    if (mine != theirs) {
+      std::string differences;
+      for (size_t i = 0; i < std::max(mine.size(), theirs.size()); ++i) {
+        const std::string here = i < mine.size() ? mine[i] : "(none)", there = i < theirs.size() ? theirs[i] : "(none)";
+        if (here != there) differences += tg::detail::concat(differences.empty() ? "" : "; ", "this ", here, " vs ", there);
+      }
+      throw Error("Module assignment: the modules declare different parameters (" + differences +
+                  "); nothing was assigned");
+    }
+  }
+  training_ = other.training_;
+  return *this;
+}
+
+bool Module::contains(const Module& module) {
+  bool found = false;
+  Members::Visitor visitor{.on_module = [&](Module& visited) { found |= &visited == &module; }};
+  walk(visitor, "");
+  return found;
+}
 
 void Module::walk(Members::Visitor& visitor, const std::string& prefix) {
   if (visitor.on_module) visitor.on_module(*this);

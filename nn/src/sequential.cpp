@@ -7,6 +7,7 @@ namespace tg::nn {
 
 void Sequential::push_back(std::shared_ptr<Module> module) {
   check(module != nullptr, "Sequential::push_back", "null module");
+  check(!module->contains(*this), "Sequential::push_back", "a Sequential cannot contain itself");
   children_.push_back(std::move(module));
 }
 

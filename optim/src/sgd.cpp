@@ -8,6 +8,7 @@
 
 #include "dispatch.hpp"
 #include "parallel_for.hpp"
+#include "tensor_impl.hpp"
 
 namespace tg::optim {
 
@@ -165,6 +166,7 @@ void SGD::update(size_t group, Tensor& param, const Tensor& grad, ParamState& st
     sgd_update<T>(param.numel(), param.mutable_data<T>(), grad.data<T>(),
                   buffer != nullptr ? buffer->mutable_data<T>() : nullptr, first_step, coefficients);
   });
+  tg::detail::bump_version(param);  // a backward that saved param before this step must refuse it
 }
 
 OptionValues SGD::group_options(size_t group) const {

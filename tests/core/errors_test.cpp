@@ -104,7 +104,7 @@ TEST_CASE("error: in-place changes to a leaf that requires grad", "[core][errors
 TEST_CASE("error: creation with a wrong value count, negative or overflowing shapes", "[core][errors]") {
   REQUIRE_THROWS_AS(tg::tensor({1, 2, 3}, {2, 2}), tg::Error);
   REQUIRE_THROWS_WITH(tg::tensor({1, 2, 3}, {2, 2}), Contains("tensor") && Contains("3 values") && Contains("[2, 2]"));
-  REQUIRE_THROWS_WITH(tg::zeros({2, -1}), Contains("full") && Contains("negative") && Contains("[2, -1]"));
+  REQUIRE_THROWS_WITH(tg::zeros({2, -1}), Contains("zeros") && Contains("negative") && Contains("[2, -1]"));
   REQUIRE_THROWS_WITH(tg::empty({-3}), Contains("empty") && Contains("-3"));
   REQUIRE_THROWS_WITH(tg::randn({3, -2}), Contains("randn") && Contains("-2"));
   const int64_t huge = int64_t{1} << 40;
@@ -140,4 +140,20 @@ TEST_CASE("error: undefined tensors", "[core][errors]") {
 
 TEST_CASE("tg::Error is a std::runtime_error", "[core][errors]") {
   REQUIRE_THROWS_AS(tg::ones({2}).item(), std::runtime_error);
+}
+
+TEST_CASE("broadcast_shapes refuses negative dims, as PyTorch does", "[core][errors]") {
+  REQUIRE_THROWS_WITH(tg::broadcast_shapes({-5}, {1}),
+                      Catch::Contains("broadcast_shapes") && Catch::Contains("negative dimension -5"));
+  REQUIRE_THROWS_WITH(tg::broadcast_shapes({2, 3}, {-1, 3}), Catch::Contains("[-1, 3]"));
+}
+
+TEST_CASE("creation errors name the function the user called", "[core][errors]") {
+  const tg::Shape bad{2, -3};
+  REQUIRE_THROWS_WITH(tg::zeros(bad), Catch::StartsWith("zeros:"));
+  REQUIRE_THROWS_WITH(tg::ones(bad), Catch::StartsWith("ones:"));
+  REQUIRE_THROWS_WITH(tg::full(bad, 1.0), Catch::StartsWith("full:"));
+  REQUIRE_THROWS_WITH(tg::zeros_like(tg::Tensor()), Catch::StartsWith("zeros_like:"));
+  REQUIRE_THROWS_WITH(tg::ones_like(tg::Tensor()), Catch::StartsWith("ones_like:"));
+  REQUIRE_THROWS_WITH(tg::full_like(tg::Tensor(), 1.0), Catch::StartsWith("full_like:"));
 }

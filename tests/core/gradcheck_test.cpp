@@ -62,6 +62,34 @@ TEST_CASE("gradcheck demands float64 inputs", "[core][gradcheck][errors]") {
   REQUIRE_THROWS_WITH(tg::gradcheck(f, {tg::ones({2}, tg::kFloat64)}), Catch::Contains("requires grad"));
 }
 
+TEST_CASE("gradcheck refuses a function whose output shape changes between calls", "[core][gradcheck][errors]") {
+  const Tensor x = tg::ones({3}, tg::kFloat64).requires_grad_();
+  int calls = 0;
+  // Stateful: the first call returns 3 elements, every later one 6 (reading past a 3-element
+  // layout was a heap overflow).
+  const auto growing = [&calls](const std::vector<Tensor>& in) {
+    const Tensor y = in[0] * 2.0;
+    return ++calls == 1 ? y : tg::matmul(y.reshape({3, 1}), tg::ones({1, 2}, tg::kFloat64));
+  };
+  REQUIRE_THROWS_WITH(tg::gradcheck(growing, {x}), Catch::Contains("gradcheck") && Catch::Contains("[3, 2]") &&
+                                                       Catch::Contains("[3]") && Catch::Contains("first call"));
+  // A shape that depends on the values: the perturbed evaluations shrink the output.
+  calls = 0;
+  const auto shrinking = [&calls](const std::vector<Tensor>& in) {
+    return ++calls == 1 ? in[0] * 1.0 : (in[0] * 1.0).sum();
+  };
+  REQUIRE_THROWS_WITH(tg::gradcheck(shrinking, {x}), Catch::Contains("returned shape []"));
+}
+
+TEST_CASE("gradcheck refuses a Jacobian too big to hold, naming its size, before allocating it",
+          "[core][gradcheck][errors]") {
+  const Tensor x = tg::zeros({200000}, tg::kFloat64).requires_grad_();  // 2e5 -> 2e5: 4e10 elements
+  const auto identity = [](const std::vector<Tensor>& in) { return in[0] * 1.0; };
+  REQUIRE_THROWS_WITH(tg::gradcheck(identity, {x}),
+                      Catch::Contains("gradcheck") && Catch::Contains("[200000]") && Catch::Contains("4e+10 elements") &&
+                          Catch::Contains("3.2e+11 bytes"));
+}
+
 namespace {
 // The seed's LayerNorm over the last two dims, from primitive ops.
 Tensor layer_norm_last_two(const Tensor& x, const Tensor& gamma, const Tensor& beta) {

@@ -110,3 +110,12 @@ TEST_CASE("print: 3-d blocks, infinities and all zeros", "[core][print]") {
   CHECK(str(tg::tensor({1e10, 1.0})) == "tensor([1.0000e+10, 1.0000e+00])");
   CHECK(str(tg::tensor({123456.5, 1.0})) == "tensor([1.2346e+05, 1.0000e+00])");
 }
+
+TEST_CASE("printing a tensor with 100,000 dims of size 1 does not recurse once per dim", "[core][print]") {
+  const tg::Shape shape(100000, 1);
+  std::ostringstream out;
+  out << tg::full(shape, 2.5);
+  const std::string text = out.str();
+  // tensor( + 100,000 '[' + 2.5000 + 100,000 ']' + )
+  CHECK(text == "tensor(" + std::string(100000, '[') + "2.5000" + std::string(100000, ']') + ")");
+}

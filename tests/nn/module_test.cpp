@@ -149,3 +149,32 @@ TEST_CASE("module.to() refuses int64 and bool, leaving every parameter as it was
   }
   CHECK(model.at<tg::nn::Linear>(0).weight.to_vector<float>() == weight);
 }
+
+TEST_CASE("assigning a module with other parameters changes nothing, then throws", "[module][assignment]") {
+  tg::manual_seed(3);
+  tg::nn::Linear a(2, 3);
+  const std::vector<float> weight_before = a.weight.to_vector<float>();
+  const std::vector<float> bias_before = a.bias.to_vector<float>();
+  const tg::nn::Linear no_bias(2, 3, {.bias = false});
+  REQUIRE_THROWS_WITH(a = no_bias, Catch::Contains("bias") && Catch::Contains("absent") &&
+                                       Catch::Contains("nothing was assigned"));
+  CHECK(a.weight.to_vector<float>() == weight_before);  // the weight used to be copied already
+  CHECK(a.bias.to_vector<float>() == bias_before);
+  // The same tree is copied value by value, as before.
+  const tg::nn::Linear other(2, 3);
+  a = other;
+  CHECK(a.weight.to_vector<float>() == other.weight.to_vector<float>());
+  CHECK(a.bias.to_vector<float>() == other.bias.to_vector<float>());
+}
+
+TEST_CASE("a Sequential cannot contain itself, directly or through a child", "[module][sequential]") {
+  auto outer = std::make_shared<tg::nn::Sequential>();
+  REQUIRE_THROWS_WITH(outer->push_back(outer), Catch::Contains("Sequential::push_back") &&
+                                                   Catch::Contains("cannot contain itself"));
+  auto inner = std::make_shared<tg::nn::Sequential>();
+  outer->push_back(inner);
+  REQUIRE_THROWS_WITH(inner->push_back(outer), Catch::Contains("cannot contain itself"));
+  CHECK(outer->size() == 1);
+  CHECK(inner->size() == 0);
+  CHECK(outer->named_parameters().empty());  // the walk ends
+}

@@ -9,7 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 
 namespace tg {
 
@@ -64,6 +66,21 @@ class AnomalyTag {
 
  private:
   size_t previous_length_;
+};
+
+// What register_hook and the other hook registrations return: remove() unregisters the hook (at
+// most once; later calls, and calls after the hooked tensor or module is gone, do nothing).
+// Dropping the handle keeps the hook, as in PyTorch.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  explicit HookHandle(std::function<void()> remover) : remover_(std::move(remover)) {}
+  void remove() {
+    if (remover_) std::exchange(remover_, nullptr)();
+  }
+
+ private:
+  std::function<void()> remover_;
 };
 
 namespace autograd {

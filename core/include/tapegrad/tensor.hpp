@@ -15,11 +15,13 @@
 
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "tapegrad/autograd.hpp"
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/error.hpp"
 #include "tapegrad/generator.hpp"  // tg::Generator and tg::manual_seed, behind the random functions
@@ -65,12 +67,26 @@ class Tensor {
   Tensor& requires_grad_(bool requires_grad = true);  // float leaves only
   bool requires_grad() const;
   bool is_leaf() const;  // created by the user, not by a recorded operation
-  Tensor grad() const;   // undefined until a backward reaches this leaf; accumulates until reset
-  void set_grad(const Tensor& grad);  // same shape and dtype, or undefined to reset
+  // Undefined until a backward reaches this leaf; accumulates until reset. Safe to call from any
+  // thread, even while a backward runs: it returns the gradient before or after an accumulation,
+  // never a half-written one (a stored gradient is never modified, only replaced).
+  Tensor grad() const;
+  // Same shape and dtype, or undefined to reset. Neither the tensor itself nor a tensor that has a
+  // gradient of its own (either would let tensors own each other).
+  void set_grad(const Tensor& grad);
   void backward() const;              // on a one-element tensor: d(self)/d(self) = 1
   void backward(const Tensor& grad_output) const;  // vector-Jacobian product with grad_output
   Tensor detach() const;  // shares storage, cut from the tape
   const char* grad_fn_name() const;  // name of the recording op, or nullptr for leaves
+
+  // --- hooks (torch.Tensor.register_hook, register_post_accumulate_grad_hook) ---
+  // `hook(grad)` runs when backward has computed this tensor's gradient, before it is used (or, on
+  // a leaf, accumulated into grad()); it may return a replacement of the same shape and dtype, or
+  // an undefined Tensor to keep it. Hooks run in the order they were registered.
+  HookHandle register_hook(std::function<Tensor(const Tensor& grad)> hook) const;
+  // Leaves only: `hook(leaf)` runs once per backward, right after leaf.grad() received its final
+  // gradient of that pass (data-parallel training starts its all-reduce here, while backward goes on).
+  HookHandle register_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook) const;
 
   // --- operations (all recorded on the tape) ---
   // Returns *this when the dtype already matches. float → int64 truncates toward zero and refuses

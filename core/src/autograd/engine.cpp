@@ -1,8 +1,10 @@
 // The reverse pass: one topological sort of the nodes reachable from the root, walked in reverse,
 // each node's saved tensors freed as soon as it has run.
+#include <array>
 #include <atomic>
-
 #include <cmath>
+#include <cstdint>
+#include <mutex>
 
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
@@ -46,63 +48,126 @@ const std::string& current_anomaly_tag() { return anomaly_tag_path; }
 
 int64_t live_nodes() { return live_node_count.load(std::memory_order_relaxed); }
 
-Node::Node(const char* name) : name(name) { live_node_count.fetch_add(1, std::memory_order_relaxed); }
+Node::Node(const char* name, bool is_accumulator) : name(name), is_accumulator(is_accumulator) {
+  if (!is_accumulator) live_node_count.fetch_add(1, std::memory_order_relaxed);
+}
+
 Node::~Node() {
-  live_node_count.fetch_sub(1, std::memory_order_relaxed);
+  if (!is_accumulator) live_node_count.fetch_sub(1, std::memory_order_relaxed);
   // A forward pass that never ran backward leaves a chain in which every node owns its
   // predecessor; freeing it recursively would overflow the stack after some 10^5 ops. Take the
-  // edges this node holds the last reference to and free them here, one at a time.
-  std::vector<std::shared_ptr<Node>> orphans;
-  const auto adopt = [&orphans](Edges& edges) {
-    for (std::shared_ptr<Node>& edge : edges)
-      if (edge && edge.use_count() == 1) orphans.push_back(std::move(edge));
+  // edges this node holds the last reference to and free them here, one at a time, on a stack
+  // linked through the nodes themselves: a destructor must not allocate (an allocation failure
+  // here would terminate the process). An edge that is not the last reference is dropped at once,
+  // which frees nothing but may make a second edge to the same node (y * y) the last one.
+  std::shared_ptr<Node> orphans;
+  const auto adopt = [&orphans](Edges& edges) noexcept {
+    for (std::shared_ptr<Node>& edge : edges) {
+      if (edge && edge.use_count() == 1) {
+        edge->next_orphan_ = std::move(orphans);
+        orphans = std::move(edge);
+      } else {
+        edge.reset();
+      }
+    }
     edges.clear();
   };
   adopt(next);
-  while (!orphans.empty()) {
-    std::shared_ptr<Node> node = std::move(orphans.back());
-    orphans.pop_back();
+  while (orphans) {
+    std::shared_ptr<Node> node = std::move(orphans);
+    orphans = std::move(node->next_orphan_);
     adopt(node->next);  // node is destroyed at the end of this iteration, with no edges left
   }
 }
 
-AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node("AccumulateGrad"), leaf(std::move(leaf)) {}
+std::mutex& grad_mutex(const TensorImpl* impl) {
+  static std::array<std::mutex, 64> stripes;
+  return stripes[(reinterpret_cast<uintptr_t>(impl) / alignof(TensorImpl)) % stripes.size()];
+}
+
+bool GradInputs::needed(size_t input) const { return node_.next[input] != nullptr; }
+
+const Tensor& GradInputs::unpack(const SavedTensor& saved) const {
+  const TensorImpl& impl = *saved.tensor_.impl();
+  check(impl.storage->version == saved.version_, "backward", "a ", impl.dtype, " tensor of shape ", impl.shape,
+        " that ", node_.name, " saved for the gradient was modified by an in-place operation: it is at version ",
+        impl.storage->version, ", expected version ", saved.version_,
+        ". Don't write to a tensor (fill_, copy_, optimizer.step(), ...) between the forward pass that uses it "
+        "and backward");
+  return saved.tensor_;
+}
+
+AccumulateGrad::AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf)
+    : Node("AccumulateGrad", /*is_accumulator=*/true), leaf(leaf) {}
 
 void AccumulateGrad::apply(const Tensor& grad_output, GradInputs&) {
-  Tensor& grad = leaf->grad;
-  if (!grad.defined()) {
+  const std::shared_ptr<TensorImpl> impl = leaf.lock();
+  if (!impl) return;
+  std::mutex& mutex = grad_mutex(impl.get());
+  Tensor previous;
+  {
+    const std::lock_guard lock(mutex);
+    previous = impl->grad;
+  }
+  Tensor updated;
+  if (!previous.defined()) {
     // The leaf owns its gradient: the incoming tensor may be shared with other branches.
-    check(grad_output.shape() == leaf->shape && grad_output.dtype() == leaf->dtype, "backward",
+    check(grad_output.shape() == impl->shape && grad_output.dtype() == impl->dtype, "backward",
           "gradient of shape ", grad_output.shape(), " (", grad_output.dtype(), ") for a leaf of shape ",
-          leaf->shape, " (", leaf->dtype, ")");
+          impl->shape, " (", impl->dtype, ")");
     // The leaf's grad must never alias another tensor. The engine hands over the only handle to a
     // fresh gradient (moved out of pending_grad), so when neither the handle nor its bytes are
     // shared, adopt it as PyTorch does instead of copying M·N values; otherwise copy.
     const std::shared_ptr<TensorImpl>& incoming = grad_output.impl_ptr();
     const bool sole_owner = incoming.use_count() == 1 && incoming->storage.use_count() == 1 &&
                             incoming->grad_fn == nullptr && !incoming->requires_grad && !incoming->grad.defined();
-    grad = sole_owner ? grad_output : grad_output.clone();
-  } else if (grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1 &&
-             grad_output.defined() && grad_output.impl()->storage != grad.impl()->storage &&
-             grad_output.shape() == grad.shape() && grad_output.dtype() == grad.dtype()) {
-    // Nobody else sees the leaf's grad (no handle from grad(), no view): add in place, which is
-    // the same sum, element by element, as the out-of-place add without the new buffer.
-    detail::dispatch_floating("backward", grad.dtype(), [&]<typename T>() {
-      T* sum = grad.mutable_data<T>();
-      const T* addend = grad_output.data<T>();
-      detail::parallel_for(grad.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) sum[i] = sum[i] + addend[i];
-      });
-    });
+    updated = sole_owner ? grad_output : grad_output.clone();
   } else {
-    accumulate(grad, grad_output, "leaf gradient");
+    // Out of place, never into the stored gradient: a thread that read grad() keeps a consistent
+    // snapshot, and a failed pass can put the previous gradient back.
+    updated = previous;
+    accumulate(updated, grad_output, "leaf gradient");
   }
+  grad_before_pass = std::move(previous);
+  changed_in_pass = true;
+  {
+    const std::lock_guard lock(mutex);
+    impl->grad = std::move(updated);
+  }
+  // The leaf's gradient is final for this pass: one accumulator per leaf runs once per pass.
+  if (post_accumulate_hooks) {
+    const Tensor leaf_tensor(impl);
+    const auto hooks = post_accumulate_hooks->hooks;  // a copy: a hook may remove itself
+    for (const auto& [id, hook] : hooks) hook(leaf_tensor);
+  }
+}
+
+void AccumulateGrad::end_pass(bool failed) {
+  if (failed && changed_in_pass) {
+    if (const std::shared_ptr<TensorImpl> impl = leaf.lock()) {
+      const std::lock_guard lock(grad_mutex(impl.get()));
+      impl->grad = std::move(grad_before_pass);
+    }
+  }
+  grad_before_pass = Tensor();
+  changed_in_pass = false;
+}
+
+AccumulateGrad& grad_accumulator(const Tensor& leaf) {
+  TensorImpl* impl = leaf.impl();
+  // Locked: threads that record ops on a shared parameter must agree on its one accumulator.
+  const std::lock_guard lock(grad_mutex(impl));
+  if (!impl->grad_accumulator) impl->grad_accumulator = std::make_shared<AccumulateGrad>(leaf.impl_ptr());
+  return *impl->grad_accumulator;
 }
 
 std::shared_ptr<Node> gradient_edge(const Tensor& input) {
   TensorImpl* impl = input.impl();
   if (impl->grad_fn) return impl->grad_fn;
-  if (impl->requires_grad) return std::make_shared<AccumulateGrad>(input.impl_ptr());
+  if (impl->requires_grad) {
+    grad_accumulator(input);
+    return impl->grad_accumulator;
+  }
   return nullptr;
 }
 
@@ -126,7 +191,8 @@ struct Scratch {
 };
 
 // Fills `order` with the nodes reachable from `root`, each after every node that feeds gradient
-// into it (Kahn's order). The list owns the nodes: edges are cleared while the pass runs.
+// into it (Kahn's order). The list owns the nodes until the pass ends: edges are cleared while it
+// runs.
 void topological_order(const std::shared_ptr<Node>& root, Scratch& scratch) {
   static std::atomic<uint64_t> last_pass{0};
   const uint64_t pass = ++last_pass;  // marks the nodes this pass has seen, without a hash set
@@ -135,6 +201,9 @@ void topological_order(const std::shared_ptr<Node>& root, Scratch& scratch) {
   root->visited_in_pass = pass;
   for (size_t i = 0; i < reachable.size(); ++i) {
     Node* node = reachable[i];
+    check(!node->failed, "backward",
+          "a previous backward through this part of the graph failed after it had released it; recompute "
+          "the forward pass");
     check(!node->released, "backward",
           "trying to backward through the graph a second time (its saved tensors were freed after the "
           "first backward); recompute the forward pass");
@@ -183,6 +252,45 @@ void check_finite(const Node& node, const std::vector<Tensor>& grads) {
   }
 }
 
+// Runs the gradient hooks registered on `node`'s output, in registration order; each may replace
+// the gradient with one of the same shape and dtype.
+Tensor run_grad_hooks(const Node& node, Tensor grad) {
+  const auto hooks = node.grad_hooks->hooks;  // a copy: a hook may remove itself
+  for (const auto& [id, hook] : hooks) {
+    Tensor replaced = hook(grad);
+    if (!replaced.defined()) continue;
+    check(replaced.shape() == grad.shape() && replaced.dtype() == grad.dtype(), "backward",
+          "a hook on the gradient of shape ", grad.shape(), " (", grad.dtype(), ") returned one of shape ",
+          replaced.shape(), " (", replaced.dtype(), ")");
+    grad = std::move(replaced);
+  }
+  return grad;
+}
+
+void run_node(Node& node, std::vector<Tensor>& grads) {
+  Tensor grad = std::move(node.pending_grad);
+  node.pending_grad = Tensor();
+  if (grad.defined() && node.grad_hooks) grad = run_grad_hooks(node, std::move(grad));
+  grads.assign(node.next.size(), Tensor());
+  GradInputs sink(node, grads);
+  if (grad.defined()) node.apply(grad, sink);
+  if (anomaly_detection_on()) check_finite(node, grads);
+  for (size_t i = 0; i < node.next.size(); ++i) {
+    Node* next = node.next[i].get();
+    if (!next || !grads[i].defined()) continue;
+    if (next->pending_grad.defined())
+      accumulate(next->pending_grad, grads[i], node.name);
+    else
+      next->pending_grad = std::move(grads[i]);
+  }
+  if (!node.is_accumulator) {
+    // Free the saved tensors and the edges now: the rest of the graph is released as we go.
+    node.release();
+    node.released = true;
+    node.next.clear();
+  }
+}
+
 }  // namespace
 
 void run_backward(const Tensor& root, const Tensor& grad_output) {
@@ -190,7 +298,6 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
   const std::shared_ptr<Node> root_node = gradient_edge(root);
   check(root_node != nullptr, "backward", "the tensor of shape ", root.shape(),
         " does not require grad and has no grad_fn");
-  root_node->pending_grad = grad_output;
 
   // This thread's scratch lists, or fresh ones if a backward runs inside a backward.
   thread_local Scratch thread_scratch;
@@ -210,28 +317,22 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
   scratch.in_use = true;
 
   topological_order(root_node, scratch);
-  std::vector<Tensor>& grads = scratch.grads;
-  for (std::shared_ptr<Node>& node : scratch.order) {
-    Tensor grad = std::move(node->pending_grad);
-    node->pending_grad = Tensor();
-    grads.assign(node->next.size(), Tensor());
-    GradInputs sink(node->next, grads);
-    if (grad.defined()) node->apply(grad, sink);
-    if (anomaly_detection_on()) check_finite(*node, grads);
-    for (size_t i = 0; i < node->next.size(); ++i) {
-      Node* next = node->next[i].get();
-      if (!next || !grads[i].defined()) continue;
-      if (next->pending_grad.defined())
-        accumulate(next->pending_grad, grads[i], node->name);
-      else
-        next->pending_grad = std::move(grads[i]);
+  root_node->pending_grad = grad_output;
+  try {
+    for (const std::shared_ptr<Node>& node : scratch.order) run_node(*node, scratch.grads);
+  } catch (...) {
+    // Leave nothing half done: the gradients pending on nodes that did not run are dropped
+    // (a later backward must not add them) and every leaf's grad is put back as it was before
+    // this pass. The nodes that did not run stay usable; those that ran were released, and a
+    // backward that reaches them says that this pass failed.
+    for (const std::shared_ptr<Node>& node : scratch.order) {
+      node->pending_grad = Tensor();
+      node->end_pass(/*failed=*/true);
+      node->failed = node->released;
     }
-    // Free the saved tensors and the edges now: the rest of the graph is released as we go.
-    node->release();
-    node->released = true;
-    node->next.clear();
-    node.reset();  // and the node itself, if nothing else holds it
+    throw;
   }
+  for (const std::shared_ptr<Node>& node : scratch.order) node->end_pass(/*failed=*/false);
 }
 
 }  // namespace autograd

@@ -6,21 +6,27 @@
 //
 //   Tensor out = ...forward kernel...;
 //   if (autograd::needs_grad(a, b))
-//     autograd::record(out, "mul", {a, b}, [sa = a.detach(), sb = b.detach()](
+//     autograd::record(out, "MulBackward", {a, b}, [saved_a = autograd::SavedTensor(a),
+//                                                   saved_b = autograd::SavedTensor(b)](
 //         const Tensor& grad_out, autograd::GradInputs& grads) {
-//       if (grads.needed(0)) grads.set(0, grad_out * sb);
-//       if (grads.needed(1)) grads.set(1, grad_out * sa);
+//       const Tensor& a = grads.unpack(saved_a);  // tg::Error if `a` was modified in place since
+//       const Tensor& b = grads.unpack(saved_b);
+//       if (grads.needed(0)) grads.set(0, grad_out * b);
+//       if (grads.needed(1)) grads.set(1, grad_out * a);
 //     });
 //
-// Closures must save detached tensors, never `out` itself: the output owns the node, and a node
-// that owned its output would never be freed.
+// Closures save tensors the user can reach (inputs, the output) as SavedTensors, which hold a
+// detached view and the storage's version at the time of saving; never `out` itself: the output
+// owns the node, and a node that owned its output would never be freed.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <functional>
+#include <mutex>
 #include <initializer_list>
-#include <string>
 #include <memory>
+#include <string>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -59,10 +65,9 @@ class Edges {
     if (!heap_.empty() && size_ == heap_.size()) heap_.resize(2 * size_);
     begin()[size_++] = std::move(edge);
   }
-  void clear() {
+  void clear() noexcept {
     for (Edge& edge : *this) edge.reset();
-    heap_.clear();
-    heap_.shrink_to_fit();
+    std::vector<Edge>().swap(heap_);  // frees the heap block; unlike shrink_to_fit, never allocates
     size_ = 0;
   }
 
@@ -72,47 +77,115 @@ class Edges {
   size_t size_ = 0;
 };
 
+// A tensor a backward needs, saved when its node is recorded: a detached view (it shares the
+// storage, not the autograd state) and the storage's version at that moment. Unpacking it through
+// GradInputs::unpack checks that nothing wrote to the storage in between, as PyTorch's
+// SavedVariable does: one integer compare instead of a silently wrong gradient.
+class SavedTensor {
+ public:
+  explicit SavedTensor(const Tensor& tensor)
+      : tensor_(tensor.detach()), version_(tensor.impl()->storage->version) {}
+
+ private:
+  friend class GradInputs;
+  Tensor tensor_;
+  uint64_t version_;
+};
+
+// A list of hooks in registration order, each with the id its HookHandle removes. Shared between
+// its owner and the handles (weakly), so a handle outliving its owner removes nothing.
+template <typename Fn>
+struct HookList {
+  std::vector<std::pair<uint64_t, Fn>> hooks;
+  uint64_t next_id = 0;
+};
+
+// Appends `hook` to the list in `slot` (created on first use) and returns the handle removing it.
+template <typename Fn>
+HookHandle add_hook(std::shared_ptr<HookList<Fn>>& slot, Fn hook) {
+  if (!slot) slot = std::make_shared<HookList<Fn>>();
+  const uint64_t id = slot->next_id++;
+  slot->hooks.emplace_back(id, std::move(hook));
+  return HookHandle([list = std::weak_ptr<HookList<Fn>>(slot), id] {
+    if (const auto hooks = list.lock())
+      std::erase_if(hooks->hooks, [id](const auto& entry) { return entry.first == id; });
+  });
+}
+
+struct Node;
+
 // The gradients one node sends to its inputs; slot i belongs to the op's i-th input.
 class GradInputs {
  public:
-  GradInputs(const Edges& edges, std::vector<Tensor>& grads) : edges_(edges), grads_(grads) {}
-  bool needed(size_t input) const { return edges_[input] != nullptr; }
+  GradInputs(const Node& node, std::vector<Tensor>& grads) : node_(node), grads_(grads) {}
+  bool needed(size_t input) const;
   void set(size_t input, Tensor grad) { grads_[input] = std::move(grad); }
+  // The saved tensor, or tg::Error naming this node and the tensor's shape when it was modified in
+  // place after it was saved.
+  const Tensor& unpack(const SavedTensor& saved) const;
 
  private:
-  const Edges& edges_;
+  const Node& node_;
   std::vector<Tensor>& grads_;
 };
 
+// A tensor hook: receives the gradient of the tensor and returns a replacement, or an undefined
+// tensor to keep it.
+using GradHook = std::function<Tensor(const Tensor&)>;
+using PostAccumulateHook = std::function<void(const Tensor&)>;
+
 struct Node {
-  explicit Node(const char* name);
+  // `is_accumulator`: a leaf's AccumulateGrad, which outlives every pass; all other nodes belong
+  // to one graph and are released after they run.
+  explicit Node(const char* name, bool is_accumulator = false);
   virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
   // Computes the gradients of this node's inputs from the gradient of its output.
   virtual void apply(const Tensor& grad_output, GradInputs& grads) = 0;
-  // Frees what the backward saved; the node cannot run again afterwards.
+  // Frees what the backward saved; a released node cannot run again.
   virtual void release() {}
+  // Called on every node of a pass when it ends; a failed pass undoes what apply changed outside
+  // the graph.
+  virtual void end_pass(bool failed) { (void)failed; }
 
   const char* name;
-  Edges next;  // per input: its producer, an AccumulateGrad, or null
+  const bool is_accumulator;
+  Edges next;  // per input: its producer, the leaf's AccumulateGrad, or null
   bool released = false;
+  bool failed = false;  // released because a backward through it threw
 
   // Where the op was recorded (the AnomalyTag path), captured only while anomaly detection is on.
   std::string anomaly_tag;
+  // Hooks on the gradient of this node's output (Tensor::register_hook), run before apply.
+  std::shared_ptr<HookList<GradHook>> grad_hooks;
 
   // Engine scratch, valid during one backward pass.
   Tensor pending_grad;  // sum of the gradients that reached this node's output
   int64_t dependencies = 0;
   uint64_t visited_in_pass = 0;
+
+ private:
+  // Nodes whose last owner is being destroyed, linked through this field so that freeing a long
+  // chain needs neither recursion nor an allocation (see ~Node).
+  std::shared_ptr<Node> next_orphan_;
 };
 
-// The sink for a leaf that requires grad: adds the incoming gradient to leaf.grad.
+// The one sink of a leaf that requires grad, made on first use and owned by the leaf for its
+// whole life: it adds the incoming gradient to leaf.grad and then runs the leaf's
+// post-accumulate hooks. It sees the leaf weakly (the leaf owns it); a gradient that arrives after
+// the leaf is gone goes nowhere, as nobody can read it.
 struct AccumulateGrad final : Node {
-  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
+  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf);
   void apply(const Tensor& grad_output, GradInputs& grads) override;
-  std::shared_ptr<TensorImpl> leaf;
+  void end_pass(bool failed) override;
+
+  std::weak_ptr<TensorImpl> leaf;
+  std::shared_ptr<HookList<PostAccumulateHook>> post_accumulate_hooks;
+  // The leaf's gradient before this pass changed it, restored if the pass fails.
+  Tensor grad_before_pass;
+  bool changed_in_pass = false;
 };
 
 template <typename Backward>
@@ -123,9 +196,15 @@ struct FunctionNode final : Node {
   std::optional<Backward> backward;
 };
 
-// Where the gradient of `input` must go: its producer, a new AccumulateGrad for a leaf that
-// requires grad, or nowhere.
+// Where the gradient of `input` must go: its producer, the leaf's AccumulateGrad, or nowhere.
 std::shared_ptr<Node> gradient_edge(const Tensor& input);
+
+// The leaf's AccumulateGrad, made on first use.
+AccumulateGrad& grad_accumulator(const Tensor& leaf);
+
+// The lock that guards TensorImpl::grad, so that grad() may read it from any thread while a
+// backward pass replaces it. One of a fixed set, chosen by address: no mutex per tensor.
+std::mutex& grad_mutex(const TensorImpl* impl);
 
 // Anomaly detection (see tg::set_detect_anomaly): the switch, read on every record, and the
 // AnomalyTag path of this thread ("" when no tag is alive).

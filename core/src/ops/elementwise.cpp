@@ -10,6 +10,8 @@
 namespace tg {
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  for (const Shape* shape : {&a, &b})
+    for (int64_t size : *shape) check(size >= 0, op, "negative dimension ", size, " in shape ", *shape);
   const size_t ndim = std::max(a.size(), b.size());
   Shape out(ndim);
   for (size_t i = 0; i < ndim; ++i) {
@@ -170,7 +172,9 @@ Tensor operator*(const Tensor& a, const Tensor& b) {
   Tensor out = broadcast_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "MulBackward", {a, b},
-                     [a = a.detach(), b = b.detach()](const Tensor& g, autograd::GradInputs& grads) {
+                     [saved_a = autograd::SavedTensor(a), saved_b = autograd::SavedTensor(b)](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor &a = grads.unpack(saved_a), &b = grads.unpack(saved_b);
                        // d(ab)/da = b, d(ab)/db = a
                        if (grads.needed(0)) grads.set(0, detail::sum_to(g * b, a.shape()));
                        if (grads.needed(1)) grads.set(1, detail::sum_to(g * a, b.shape()));
@@ -182,7 +186,9 @@ Tensor operator/(const Tensor& a, const Tensor& b) {
   Tensor out = broadcast_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "DivBackward", {a, b},
-                     [a = a.detach(), b = b.detach()](const Tensor& g, autograd::GradInputs& grads) {
+                     [saved_a = autograd::SavedTensor(a), saved_b = autograd::SavedTensor(b)](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor &a = grads.unpack(saved_a), &b = grads.unpack(saved_b);
                        // d(a/b)/da = 1/b, d(a/b)/db = -a/b²
                        const Tensor g_over_b = g / b;
                        if (grads.needed(0)) grads.set(0, detail::sum_to(g_over_b, a.shape()));
@@ -223,7 +229,9 @@ Tensor Tensor::sqrt() const {
   check_unary(*this, "sqrt");
   Tensor out = detail::map(*this, [](auto v) { return std::sqrt(v); });
   if (autograd::needs_grad(*this))
-    autograd::record(out, "SqrtBackward", {*this}, [y = out.detach()](const Tensor& g, autograd::GradInputs& grads) {
+    autograd::record(out, "SqrtBackward", {*this}, [saved_y = autograd::SavedTensor(out)](
+                                                       const Tensor& g, autograd::GradInputs& grads) {
+      const Tensor& y = grads.unpack(saved_y);
       // d sqrt(x)/dx = 1 / (2 sqrt(x))
       grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return gv / (yv + yv); }));
     });
@@ -247,7 +255,8 @@ Tensor Tensor::pow(double exponent) const {
   Tensor out = detail::map(*this, [exponent](auto v) { return power(v, static_cast<decltype(v)>(exponent)); });
   if (autograd::needs_grad(*this))
     autograd::record(out, "PowBackward", {*this},
-                     [x = detach(), exponent](const Tensor& g, autograd::GradInputs& grads) {
+                     [saved_x = autograd::SavedTensor(*this), exponent](const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor& x = grads.unpack(saved_x);
                        // d x^p/dx = p x^(p-1)
                        grads.set(0, detail::map2(g, x, [exponent](auto gv, auto xv) {
                                    using T = decltype(xv);
@@ -262,7 +271,9 @@ Tensor Tensor::exp() const {
   check_unary(*this, "exp");
   Tensor out = detail::map(*this, [](auto v) { return std::exp(v); });
   if (autograd::needs_grad(*this))
-    autograd::record(out, "ExpBackward", {*this}, [y = out.detach()](const Tensor& g, autograd::GradInputs& grads) {
+    autograd::record(out, "ExpBackward", {*this}, [saved_y = autograd::SavedTensor(out)](
+                                                      const Tensor& g, autograd::GradInputs& grads) {
+      const Tensor& y = grads.unpack(saved_y);
       grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return gv * yv; }));  // d e^x/dx = e^x
     });
   return out;
@@ -272,7 +283,9 @@ Tensor Tensor::log() const {
   check_unary(*this, "log");
   Tensor out = detail::map(*this, [](auto v) { return std::log(v); });
   if (autograd::needs_grad(*this))
-    autograd::record(out, "LogBackward", {*this}, [x = detach()](const Tensor& g, autograd::GradInputs& grads) {
+    autograd::record(out, "LogBackward", {*this}, [saved_x = autograd::SavedTensor(*this)](
+                                                      const Tensor& g, autograd::GradInputs& grads) {
+      const Tensor& x = grads.unpack(saved_x);
       grads.set(0, detail::map2(g, x, [](auto gv, auto xv) { return gv / xv; }));  // d log x/dx = 1/x
     });
   return out;
@@ -283,7 +296,9 @@ Tensor Tensor::relu() const {
   // max(x, 0) written as PyTorch's clamp_min: NaN stays NaN and -0 stays -0 (x < 0 is false for both).
   Tensor out = detail::map(*this, [](auto v) { return v < 0 ? decltype(v)(0) : v; });
   if (autograd::needs_grad(*this))
-    autograd::record(out, "ReluBackward", {*this}, [y = out.detach()](const Tensor& g, autograd::GradInputs& grads) {
+    autograd::record(out, "ReluBackward", {*this}, [saved_y = autograd::SavedTensor(out)](
+                                                       const Tensor& g, autograd::GradInputs& grads) {
+      const Tensor& y = grads.unpack(saved_y);
       // PyTorch's threshold_backward: 0 where the output is <= 0 (so 0 at x = 0); the gradient
       // passes everywhere else, NaN outputs included.
       grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return yv <= 0 ? decltype(gv)(0) : gv; }));

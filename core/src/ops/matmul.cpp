@@ -24,7 +24,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "MatmulBackward", {a, b},
-                     [a = a.detach(), b = b.detach(), rows, N, K](const Tensor& g, autograd::GradInputs& grads) {
+                     [saved_a = autograd::SavedTensor(a), saved_b = autograd::SavedTensor(b), rows, N, K](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor &a = grads.unpack(saved_a), &b = grads.unpack(saved_b);
                        detail::dispatch_floating("MatmulBackward", a.dtype(), [&]<typename T>() {
                          if (grads.needed(0)) {  // dA[M, K] = G[M, N] · Bᵀ
                            Tensor da = make_tensor(a.shape(), a.dtype());

@@ -16,6 +16,8 @@
 // torch::nn::ModuleHolder does.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,17 +82,35 @@ class Members {
   std::string prefix_;  // "" for the root, "0." or "block.lin." below it
 };
 
+namespace detail {
+struct ModuleHooks;  // module.cpp
+}
+
+// A hook run before forward: returns a replacement input, or an undefined Tensor to keep it.
+using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
+// A hook run after forward: returns a replacement output, or an undefined Tensor to keep it.
+using ForwardHook = std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
+
 class Module {
  public:
   Module() = default;
-  Module(const Module&) = default;
+  Module(const Module&) = default;  // shares the parameters and the hooks
   Module(Module&&) = default;
-  Module& operator=(const Module&) = default;
-  Module& operator=(Module&&) = default;
+  // Assigning a module copies parameter values into this module's parameters (see Parameter).
+  // Both must declare the same parameters (names, presence, shapes, dtypes); this is checked for
+  // the whole tree before anything is copied, so a refused assignment changes nothing. Hooks stay.
+  Module& operator=(const Module& other);
+  Module& operator=(Module&& other) { return *this = static_cast<const Module&>(other); }
   virtual ~Module() = default;
 
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // forward(x) between the forward-pre hooks and the forward hooks.
+  Tensor operator()(const Tensor& x);
+
+  // torch.nn.Module.register_forward_pre_hook / register_forward_hook: hooks run in the order they
+  // were registered, on the calling thread. Copies of a module share its hooks.
+  HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  HookHandle register_forward_hook(ForwardHook hook);
 
   // Declares this module's parameters and children, in order: m.parameter("weight", weight);
   // m.module("lin", lin). Absent (undefined) parameters are skipped by every walk.
@@ -106,11 +126,20 @@ class Module {
   Module& eval() { return train(false); }
   bool is_training() const { return training_; }
 
+  // True when `module` is this module or one of its descendants.
+  bool contains(const Module& module);
+
+ protected:
+  // Whether assignment copies parameter values (and so needs both trees to match). Sequential
+  // assignment shares the other's children instead.
+  virtual bool assigns_parameter_values() const { return true; }
+
  private:
   friend class Members;
   // Visits this module, then its members depth-first; `prefix` is this module's dotted path.
   void walk(Members::Visitor& visitor, const std::string& prefix);
   bool training_ = true;
+  std::shared_ptr<detail::ModuleHooks> hooks_;  // null until a hook is registered
 };
 
 }  // namespace tg::nn

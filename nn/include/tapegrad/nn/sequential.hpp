@@ -35,9 +35,11 @@ class Sequential : public Module {
 
   template <ModuleValue M>
   void push_back(M&& module) {
-    children_.push_back(std::make_shared<std::remove_cvref_t<M>>(std::forward<M>(module)));
+    push_back(std::shared_ptr<Module>(std::make_shared<std::remove_cvref_t<M>>(std::forward<M>(module))));
   }
-  void push_back(std::shared_ptr<Module> module);  // shared, not copied
+  // Shared, not copied. tg::Error for a module that is or contains this Sequential (a cycle that
+  // every walk over the tree, and forward, would follow forever).
+  void push_back(std::shared_ptr<Module> module);
 
   size_t size() const { return children_.size(); }
   Module& operator[](size_t index);  // tg::Error when out of range
@@ -51,6 +53,10 @@ class Sequential : public Module {
 
   Tensor forward(const Tensor& x) override;  // children in order; the identity when empty
   void members(Members& m) override;
+
+ protected:
+  // `a = b` makes a share b's children (as copying does), whatever their parameters.
+  bool assigns_parameter_values() const override { return false; }
 
  private:
   std::vector<std::shared_ptr<Module>> children_;
