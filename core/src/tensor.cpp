@@ -44,7 +44,9 @@ struct TrailingBytesAllocator {
     // padded to that alignment, kAlignment minus it bytes of slack reach the next 64-byte boundary.
     constexpr size_t kNewAlignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
     const size_t head = (n * sizeof(T) + kNewAlignment - 1) / kNewAlignment * kNewAlignment;
-    void* block = ::operator new(head + kAlignment - kNewAlignment + bytes);  // std::bad_alloc when out of memory
+    // The nothrow form: under AddressSanitizer the throwing one aborts instead of throwing.
+    void* block = ::operator new(head + kAlignment - kNewAlignment + bytes, std::nothrow);
+    if (block == nullptr) throw std::bad_alloc();
     const uintptr_t end_of_head = reinterpret_cast<uintptr_t>(block) + head;
     *trailing = reinterpret_cast<std::byte*>((end_of_head + kAlignment - 1) / kAlignment * kAlignment);
     return static_cast<T*>(block);

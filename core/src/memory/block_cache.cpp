@@ -60,7 +60,10 @@ class BlockCache {
     if (data == nullptr) {
       // Memory is short: give back what is idle and try once more.
       release_all();
-      data = ::operator new(capacity, kBlockAlignment);  // std::bad_alloc when memory is out
+      data = ::operator new(capacity, kBlockAlignment, std::nothrow);
+      // The nothrow form and an explicit throw: under AddressSanitizer the throwing form aborts
+      // on a size beyond its limit instead of throwing.
+      if (data == nullptr) throw std::bad_alloc();
     }
     return {data, capacity};
   }
