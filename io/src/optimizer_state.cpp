@@ -132,7 +132,11 @@ void encode_optimizer_state(nn::Module& model, const optim::Optimizer& optimizer
   json groups = json::array();
   for (const optim::ParamGroupState& group : state.param_groups) {
     json entry = json::object();
-    for (const auto& [key, value] : group.options) std::visit([&](auto v) { entry[key] = v; }, value);
+    // A named reference, not the structured binding: clang 14 (the fuzz build) cannot capture one.
+    for (const auto& option : group.options) {
+      const std::string& key = option.first;
+      std::visit([&](auto v) { entry[key] = v; }, option.second);
+    }
     json params = json::array();
     for (int64_t index : group.params) params.push_back(names[static_cast<size_t>(index)]);
     entry["params"] = std::move(params);
