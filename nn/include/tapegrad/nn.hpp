@@ -13,4 +13,7 @@
 #include "tapegrad/nn/linear.hpp"
 #include "tapegrad/nn/loss.hpp"
 #include "tapegrad/nn/module.hpp"
+#include "tapegrad/nn/module_dict.hpp"
+#include "tapegrad/nn/module_list.hpp"
+#include "tapegrad/nn/rms_norm.hpp"
 #include "tapegrad/nn/sequential.hpp"

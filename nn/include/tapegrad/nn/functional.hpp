@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tapegrad/tensor.hpp"
@@ -24,6 +25,11 @@ Tensor relu(const Tensor& x);
 // x: [..., *normalized_shape]; weight/bias: normalized_shape or absent   (node LayerNormBackward)
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
+
+// x: [..., *normalized_shape]; weight: normalized_shape or absent; eps unset: the dtype's machine
+// epsilon, as torch.nn.functional.rms_norm   (node RmsNormBackward)
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                std::optional<double> eps = std::nullopt);
 
 Tensor mse_loss(const Tensor& input, const Tensor& target);  // (node MseLossBackward)
 // logits: [N, C]; targets: int64 [N], or the classes in a vector or braced list   (CrossEntropyBackward)
