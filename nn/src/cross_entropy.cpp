@@ -192,7 +192,7 @@ struct ClassIndexLoss {
         for (int64_t c = 0; c < C; ++c) {
           const double p = normalize ? std::exp(x[c] - lse[r]) : 0.0;
           const double d = a * (p - (c == y ? 1.0 : 0.0));
-          dx[c * rows.inner] = static_cast<T>(b != 0.0 ? d + b * (p * weight_total - class_weight(c)) : d);
+          dx[c * rows.inner] = static_cast<T>(smoothing > 0.0 ? d + b * (p * weight_total - class_weight(c)) : d);
         }
       }
     });

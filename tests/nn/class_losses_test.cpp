@@ -86,6 +86,11 @@ TEST_CASE("cross_entropy by hand", "[loss][cross_entropy]") {
   REQUIRE(std::fabs(by_class - by_probability) < 1e-15);
   // nll_loss of log-probabilities: −mean(log p[y]).
   REQUIRE(tg::nn::nll_loss(tg::tensor({-1, -2, -3, -4}, {2, 2}, tg::kFloat64), classes({1, 0})).item() == 2.5);
+  // One tape node each, named after the form.
+  const Tensor x = tg::randn({2, 3}).requires_grad_();
+  REQUIRE(std::string(tg::nn::cross_entropy(x, {0, 2}).grad_fn_name()) == "CrossEntropyBackward");
+  REQUIRE(std::string(tg::nn::cross_entropy(x, tg::rand({2, 3})).grad_fn_name()) == "CrossEntropyProbBackward");
+  REQUIRE(std::string(tg::nn::nll_loss(x, classes({0, 2})).grad_fn_name()) == "NllLossBackward");
   // The F:: names are the same functions.
   REQUIRE(F::nll_loss(tg::tensor({-1, -2}, {}, tg::kFloat64), tg::scalar_tensor(1, tg::kInt64)).item() == 2.0);
 }
