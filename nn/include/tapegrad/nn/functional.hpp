@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "tapegrad/nn/loss.hpp"
 #include "tapegrad/tensor.hpp"
 
 namespace tg::nn::functional {
@@ -31,10 +32,14 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                 std::optional<double> eps = std::nullopt);
 
-Tensor mse_loss(const Tensor& input, const Tensor& target);  // (node MseLossBackward)
-// logits: [N, C]; targets: int64 [N], or the classes in a vector or braced list   (CrossEntropyBackward)
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
-Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets);
-Tensor cross_entropy(const Tensor& logits, std::initializer_list<int64_t> targets);
+// The losses of loss.hpp (tg::nn::cross_entropy, ...), under their F:: names as well.
+using tg::nn::binary_cross_entropy;
+using tg::nn::binary_cross_entropy_with_logits;
+using tg::nn::cross_entropy;
+using tg::nn::huber_loss;
+using tg::nn::l1_loss;
+using tg::nn::mse_loss;
+using tg::nn::nll_loss;
+using tg::nn::smooth_l1_loss;
 
 }  // namespace tg::nn::functional
