@@ -57,6 +57,16 @@ struct GemmShape {
 // tg::matmul / torch::matmul alone, float32, no grad: the GEMM kernel against the FMA peak.
 inline const std::vector<GemmShape> kGemmShapes = {{1024, 1024, 1024}, {2048, 2048, 2048}};
 
+struct ToolkitShape {
+  int64_t rows;  // softmax and cross-entropy: rows of `cols` classes; the others: rows·cols elements
+  int64_t cols;
+};
+// The training toolkit (issue 14), float32: softmax forward+backward over the last dim,
+// cross-entropy (log_softmax + nll) forward+backward, GELU forward+backward, Dropout(0.1) forward in
+// training mode, and one AdamW step of a rows×cols parameter. 8192×128 is 1 Mi elements (memory-bound),
+// 4×8 measures the per-call cost.
+inline const std::vector<ToolkitShape> kToolkitShapes = {{8192, 128}, {4, 8}};
+
 // The register-only FMA loop of the peak reference: this many FMA instructions per thread and
 // iteration (kFmaChains independent accumulators, so that latency never stalls the FMA units).
 inline constexpr int64_t kFmaChains = 16;
@@ -87,6 +97,11 @@ struct Backend {
   std::function<Runner(int64_t)> stream_copy;                         // a[i] = b[i]
   std::function<Runner(int64_t)> stream_triad;                        // a[i] = b[i] + s*c[i]
   std::function<Runner(GemmShape)> gemm;                              // C = A·B, no grad
+  std::function<Runner(ToolkitShape)> softmax_forward_backward;       // y = softmax(x, -1); y.backward(dy)
+  std::function<Runner(ToolkitShape)> cross_entropy_forward_backward; // cross_entropy(logits, t).backward()
+  std::function<Runner(ToolkitShape)> gelu_forward_backward;          // y = gelu(x); y.backward(dy)
+  std::function<Runner(ToolkitShape)> dropout_forward;                // dropout(x, 0.1, training), no grad
+  std::function<Runner(ToolkitShape)> adamw_step;                     // AdamW(lr 1e-3, wd 1e-2).step()
   // kFmaPerIteration FMAs on every thread: the core's float32 peak. Its case name carries the
   // FLOPs per thread and iteration (2 × lanes × FMAs), for run.py.
   std::function<Runner(int64_t)> fma_peak;
@@ -202,6 +217,14 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
     add(backend.fma_peak, "fma_peak", std::to_string(backend.fma_flops_per_thread()), kFmaPerIteration);
   for (const GemmShape& s : kGemmShapes) add(backend.gemm, "gemm", dims({s.M, s.K, s.N}), s);
   for (const TrainShape& s : kTrainShapes) add(backend.train_step, "train_step", dims({s.batch, s.in, s.hidden}), s);
+  for (const ToolkitShape& s : kToolkitShapes) {
+    const std::string shape = dims({s.rows, s.cols});
+    add(backend.softmax_forward_backward, "softmax_fwd_bwd", shape, s);
+    add(backend.cross_entropy_forward_backward, "cross_entropy_fwd_bwd", shape, s);
+    add(backend.gelu_forward_backward, "gelu_fwd_bwd", shape, s);
+    add(backend.dropout_forward, "dropout_fwd", shape, s);
+    add(backend.adamw_step, "adamw_step", shape, s);
+  }
   add(backend.tiny_graph, "tiny_graph", dims({kTinyGraphElements}), kTinyGraphElements);
   add(backend.stream_copy, "stream_copy", dims({kStreamElements}), kStreamElements);
   add(backend.stream_triad, "stream_triad", dims({kStreamElements}), kStreamElements);

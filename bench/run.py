@@ -74,6 +74,12 @@ THREAD_SPEEDUP = 1.7           # 2 threads vs 1 on the compute-bound training st
 COMPUTE_BOUND = ["train_step/256x512x512", "train_step/1024x1024x1024"]
 TINY = ["layer_norm_fwd/2x4", "layer_norm_fwd_bwd/2x4", "layer_norm_fwd/64x8", "layer_norm_fwd_bwd/64x8",
         "train_step/2x5x6", "train_step/64x32x64", "tiny_graph/4"]
+# Targets of issue 14: the toolkit's cases at least this many times libtorch at 2 threads, on 1M+
+# elements and on tiny shapes; the memory-bound large ones at least TOOLKIT_TRIAD_FRACTION of triad.
+TOOLKIT = ["softmax_fwd_bwd", "cross_entropy_fwd_bwd", "gelu_fwd_bwd", "dropout_fwd", "adamw_step"]
+TOOLKIT_SPEEDUP = {"8192x128": 1.5, "4x8": 5.0}
+TOOLKIT_THREADS = 2
+TOOLKIT_TRIAD_FRACTION = 0.9
 NOT_SLOWER_TOLERANCE = 1.05    # "must not get slower with more threads", within 5% of noise
 
 
@@ -207,9 +213,18 @@ def peak_gflops(case, threads, ms):
 
 def gbps(case, ms):
     """LayerNorm: 8 B per element forward (read x, write y), 20 forward+backward (+ read dy and x,
-    write dx); memcpy 8 B; STREAM copy 8 B and triad 12 B per element (no write-allocate)."""
+    write dx); memcpy 8 B; STREAM copy 8 B and triad 12 B per element (no write-allocate); the
+    toolkit's cases the least traffic their work needs (below)."""
     family, shape = case.split("/")
-    per_element = {"layer_norm_fwd": 8, "layer_norm_fwd_bwd": 20, "copy": 8, "stream_copy": 8, "stream_triad": 12}
+    per_element = {"layer_norm_fwd": 8, "layer_norm_fwd_bwd": 20, "copy": 8, "stream_copy": 8, "stream_triad": 12,
+                   # read x, write y; then read y (or x) and dy, write dx
+                   "softmax_fwd_bwd": 20, "gelu_fwd_bwd": 20,
+                   # read the logits, then read them again and write their gradient
+                   "cross_entropy_fwd_bwd": 12,
+                   # read x, write y and the 1-byte mask
+                   "dropout_fwd": 9,
+                   # read the parameter, its gradient and two moments, write the parameter and moments
+                   "adamw_step": 28}
     if family not in per_element:
         return None
     return per_element[family] * numel(shape) / (ms * 1e-3) / 1e9
@@ -322,6 +337,11 @@ def main():
                 target, met = "≥ %gx torch" % LAYER_NORM_SPEEDUP[shape], ratio >= LAYER_NORM_SPEEDUP[shape]
             elif family == "train_step" and shape in TRAIN_SPEEDUP and ratio:
                 target, met = "≥ %gx torch" % TRAIN_SPEEDUP[shape], ratio >= TRAIN_SPEEDUP[shape]
+            elif family in TOOLKIT and shape in TOOLKIT_SPEEDUP and threads == TOOLKIT_THREADS and ratio:
+                target, met = "≥ %gx torch" % TOOLKIT_SPEEDUP[shape], ratio >= TOOLKIT_SPEEDUP[shape]
+                if numel(shape) >= 1 << 20 and fraction is not None:
+                    target += ", ≥ %d%% triad" % round(100 * TOOLKIT_TRIAD_FRACTION)
+                    met = met and fraction >= 100 * TOOLKIT_TRIAD_FRACTION
             elif family == "layer_norm_fwd" and shape in LARGE_LAYER_NORM:
                 copy_ms = median("tapegrad", "copy/" + shape, threads)
                 if copy_ms:

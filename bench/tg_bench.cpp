@@ -1,5 +1,5 @@
-// tg_bench — tapegrad's side of the benchmark: LayerNorm, training steps, the per-op overhead of a
-// tiny graph, plus the references that say what "fast" means on this machine: a memcpy of each
+// tg_bench — tapegrad's side of the benchmark: LayerNorm, training steps, the toolkit's softmax,
+// cross-entropy, GELU, Dropout and AdamW, the per-op overhead of a tiny graph, plus the references that say what "fast" means on this machine: a memcpy of each
 // LayerNorm input (the memory-bound limit of its forward) and STREAM copy and triad.
 //
 //   ./build/bench/tg_bench --threads 2 --filter layer_norm --min-time 1
@@ -150,6 +150,72 @@ bench::Runner train_step(bench::TrainShape shape) {
           [s] { return all_finite(s->loss) && all_finite(s->model.parameters()); }};
 }
 
+// The toolkit cases (issue 14), each over a [rows, cols] float32 tensor; gradients are reset to
+// undefined before each iteration, as in the LayerNorm cases.
+bench::Runner softmax_forward_backward(bench::ToolkitShape shape) {
+  struct State {
+    tg::Tensor x, dy;
+  };
+  auto s = std::make_shared<State>(State{tg::randn({shape.rows, shape.cols}), tg::randn({shape.rows, shape.cols})});
+  s->x.requires_grad_();
+  return {[s] {
+            s->x.set_grad({});
+            tg::softmax(s->x, -1).backward(s->dy);
+          },
+          [s] { return all_finite(s->x.grad()); }};
+}
+
+bench::Runner cross_entropy_forward_backward(bench::ToolkitShape shape) {
+  struct State {
+    tg::Tensor logits, targets;
+  };
+  auto s = std::make_shared<State>(State{tg::randn({shape.rows, shape.cols}), tg::randint(shape.cols, {shape.rows})});
+  s->logits.requires_grad_();
+  return {[s] {
+            s->logits.set_grad({});
+            nn::cross_entropy(s->logits, s->targets).backward();
+          },
+          [s] { return all_finite(s->logits.grad()); }};
+}
+
+bench::Runner gelu_forward_backward(bench::ToolkitShape shape) {
+  struct State {
+    tg::Tensor x, dy;
+  };
+  auto s = std::make_shared<State>(State{tg::randn({shape.rows, shape.cols}), tg::randn({shape.rows, shape.cols})});
+  s->x.requires_grad_();
+  return {[s] {
+            s->x.set_grad({});
+            nn::functional::gelu(s->x).backward(s->dy);
+          },
+          [s] { return all_finite(s->x.grad()); }};
+}
+
+bench::Runner dropout_forward(bench::ToolkitShape shape) {
+  struct State {
+    tg::Tensor x, y;
+  };
+  auto s = std::make_shared<State>(State{tg::randn({shape.rows, shape.cols}), {}});
+  return {[s] {
+            tg::NoGradGuard no_grad;
+            s->y = tg::Tensor();
+            s->y = nn::functional::dropout(s->x, 0.1, /*training=*/true);
+          },
+          [s] { return all_finite(s->y); }};
+}
+
+bench::Runner adamw_step(bench::ToolkitShape shape) {
+  struct State {
+    tg::Tensor param;
+    tg::optim::AdamW optimizer;
+  };
+  tg::Tensor param = tg::randn({shape.rows, shape.cols}).requires_grad_();
+  param.set_grad(tg::randn({shape.rows, shape.cols}));
+  auto s = std::make_shared<State>(param, std::vector<tg::Tensor>{param},
+                                   tg::optim::AdamWOptions{.lr = 1e-3, .weight_decay = 1e-2});
+  return {[s] { s->optimizer.step(); }, [s] { return all_finite(s->param); }};
+}
+
 // ((a*b)+c).sum().backward() on n-element tensors: four tape nodes, so this is per-op overhead.
 // The gradients of a, b and c accumulate over the iterations, as they would in user code.
 bench::Runner tiny_graph(int64_t n) {
@@ -217,6 +283,11 @@ int main(int argc, char** argv) {
       .stream_copy = stream_copy,
       .stream_triad = stream_triad,
       .gemm = gemm,
+      .softmax_forward_backward = softmax_forward_backward,
+      .cross_entropy_forward_backward = cross_entropy_forward_backward,
+      .gelu_forward_backward = gelu_forward_backward,
+      .dropout_forward = dropout_forward,
+      .adamw_step = adamw_step,
       .fma_peak = fma_peak,
       .fma_flops_per_thread = [] { return bench::flops_per_fma() * bench::kFmaPerIteration; },
       .banner = [] { return "cpu: " + tg::to_string(tg::cpu_info()); },

@@ -106,6 +106,71 @@ bench::Runner tiny_graph(int64_t n) {
           [s] { return all_finite({s->a.grad(), s->b.grad(), s->c.grad()}); }};
 }
 
+// The toolkit cases (issue 14), each over a [rows, cols] float32 tensor.
+bench::Runner softmax_forward_backward(bench::ToolkitShape shape) {
+  struct State {
+    torch::Tensor x, dy;
+  };
+  auto s = std::make_shared<State>(State{torch::randn({shape.rows, shape.cols}).requires_grad_(),
+                                         torch::randn({shape.rows, shape.cols})});
+  return {[s] {
+            s->x.mutable_grad().reset();
+            torch::softmax(s->x, -1).backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad()}); }};
+}
+
+bench::Runner cross_entropy_forward_backward(bench::ToolkitShape shape) {
+  struct State {
+    torch::Tensor logits, targets;
+  };
+  auto s = std::make_shared<State>(State{torch::randn({shape.rows, shape.cols}).requires_grad_(),
+                                         torch::randint(shape.cols, {shape.rows})});
+  return {[s] {
+            s->logits.mutable_grad().reset();
+            torch::nn::functional::cross_entropy(s->logits, s->targets).backward();
+          },
+          [s] { return all_finite({s->logits.grad()}); }};
+}
+
+bench::Runner gelu_forward_backward(bench::ToolkitShape shape) {
+  struct State {
+    torch::Tensor x, dy;
+  };
+  auto s = std::make_shared<State>(State{torch::randn({shape.rows, shape.cols}).requires_grad_(),
+                                         torch::randn({shape.rows, shape.cols})});
+  return {[s] {
+            s->x.mutable_grad().reset();
+            torch::gelu(s->x).backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad()}); }};
+}
+
+bench::Runner dropout_forward(bench::ToolkitShape shape) {
+  struct State {
+    torch::Tensor x, y;
+  };
+  auto s = std::make_shared<State>(State{torch::randn({shape.rows, shape.cols}), {}});
+  return {[s] {
+            torch::NoGradGuard no_grad;
+            s->y = torch::Tensor();
+            s->y = torch::dropout(s->x, 0.1, /*train=*/true);
+          },
+          [s] { return all_finite({s->y}); }};
+}
+
+bench::Runner adamw_step(bench::ToolkitShape shape) {
+  struct State {
+    torch::Tensor param;
+    torch::optim::AdamW optimizer;
+  };
+  torch::Tensor param = torch::randn({shape.rows, shape.cols}).requires_grad_();
+  param.mutable_grad() = torch::randn({shape.rows, shape.cols});
+  auto s = std::make_shared<State>(
+      State{param, torch::optim::AdamW({param}, torch::optim::AdamWOptions(1e-3).weight_decay(1e-2))});
+  return {[s] { s->optimizer.step(); }, [s] { return all_finite({s->param}); }};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,6 +185,11 @@ int main(int argc, char** argv) {
       .stream_copy = {},  // the memcpy and STREAM references are measured by tg_bench only
       .stream_triad = {},
       .gemm = gemm,
+      .softmax_forward_backward = softmax_forward_backward,
+      .cross_entropy_forward_backward = cross_entropy_forward_backward,
+      .gelu_forward_backward = gelu_forward_backward,
+      .dropout_forward = dropout_forward,
+      .adamw_step = adamw_step,
       .fma_peak = {},
       .fma_flops_per_thread = {},
       .banner = {},

@@ -105,7 +105,7 @@ Tensor make_tensor(const Shape& shape, DType dtype, const char* op) {
     impl->shape = shape;
     impl->dtype = dtype;
     impl->storage = allocate_storage(bytes);
-    return Tensor(std::move(impl));
+    return tg::detail::TensorAccess::wrap(std::move(impl));
   } catch (const std::bad_alloc&) {
     throw Error(detail::concat(op, ": cannot allocate ", bytes, " bytes for a ", dtype, " tensor of shape ", shape));
   }
@@ -116,8 +116,8 @@ Tensor make_view(const Tensor& base, const Shape& shape) {
   impl->shape = shape;
   impl->numel = base.numel();
   impl->dtype = base.dtype();
-  impl->storage = base.impl()->storage;
-  return Tensor(std::move(impl));
+  impl->storage = tg::detail::impl_of(base)->storage;
+  return tg::detail::TensorAccess::wrap(std::move(impl));
 }
 
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
@@ -133,7 +133,7 @@ std::string to_string(const Shape& shape) { return detail::concat(shape); }
 namespace {
 const TensorImpl& checked(const Tensor& t, const char* what) {
   check(t.defined(), what, "called on an undefined tensor");
-  return *t.impl();
+  return *tg::detail::impl_of(t);
 }
 }  // namespace
 
@@ -214,8 +214,8 @@ Tensor& Tensor::copy_(const Tensor& source) {
   check(source.defined() && source.shape() == shape() && source.dtype() == dtype(), "copy_", "expected a ",
         dtype(), " tensor of shape ", shape(), ", got ", source.defined() ? name(source.dtype()) : "undefined", " ",
         source.defined() ? source.shape() : Shape{});
-  if (source.impl()->storage != impl()->storage)
-    std::memcpy(impl()->storage->data, source.impl()->storage->data, static_cast<size_t>(numel()) * element_size(dtype()));
+  if (tg::detail::impl_of(source)->storage != impl_.get()->storage)
+    std::memcpy(impl_.get()->storage->data, tg::detail::impl_of(source)->storage->data, static_cast<size_t>(numel()) * element_size(dtype()));
   detail::bump_version(*this);
   return *this;
 }
@@ -278,7 +278,7 @@ Tensor Tensor::to(DType target) const {
 Tensor Tensor::clone() const {
   check(defined(), "clone", "undefined tensor");
   Tensor out = make_tensor(shape(), dtype(), "clone");
-  std::memcpy(out.impl()->storage->data, impl()->storage->data, static_cast<size_t>(numel()) * element_size(dtype()));
+  std::memcpy(tg::detail::impl_of(out)->storage->data, impl_.get()->storage->data, static_cast<size_t>(numel()) * element_size(dtype()));
   if (autograd::needs_grad(*this))
     autograd::record(out, "CloneBackward", {*this}, [](const Tensor& g, autograd::GradInputs& grads) { grads.set(0, g); });
   return out;
@@ -322,13 +322,13 @@ void Tensor::set_grad(const Tensor& grad) {
   // Both would make tensors own each other: t owning itself, or t -> g -> ... -> t (a cycle can
   // only close through a gradient that already has one).
   if (grad.defined()) {
-    check(grad.impl() != impl(), "set_grad", "a tensor (shape ", shape(),
+    check(tg::detail::impl_of(grad) != impl_.get(), "set_grad", "a tensor (shape ", shape(),
           ") cannot be its own gradient; pass a copy: t.set_grad(t.detach().clone())");
     check(!grad.grad().defined(), "set_grad", "the gradient (shape ", grad.shape(),
           ") has a gradient of its own; pass a tensor without one (e.g. g.detach())");
   }
   Tensor previous;  // released after the lock: it may be the last handle to a large buffer
-  const std::lock_guard lock(autograd::grad_mutex(impl()));
+  const std::lock_guard lock(autograd::grad_mutex(impl_.get()));
   previous = std::exchange(impl_->grad, grad);
 }
 

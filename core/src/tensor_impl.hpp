@@ -53,9 +53,22 @@ struct TensorImpl {
 };
 
 namespace detail {
+// The library's way to a Tensor's implementation; users see only the handle (tensor.hpp).
+struct TensorAccess {
+  static TensorImpl* impl(const Tensor& t) { return t.impl_.get(); }
+  static const std::shared_ptr<TensorImpl>& impl_ptr(const Tensor& t) { return t.impl_; }
+  static Tensor wrap(std::shared_ptr<TensorImpl> impl) {
+    Tensor t;
+    t.impl_ = std::move(impl);
+    return t;
+  }
+};
+inline TensorImpl* impl_of(const Tensor& t) { return TensorAccess::impl(t); }
+inline const std::shared_ptr<TensorImpl>& impl_ptr_of(const Tensor& t) { return TensorAccess::impl_ptr(t); }
+
 // Marks an in-place write to t's storage (fill_, copy_, an optimizer's update...), so that a
 // backward that saved t before the write refuses to use it.
-inline void bump_version(const Tensor& t) { ++t.impl()->storage->version; }
+inline void bump_version(const Tensor& t) { ++tg::detail::impl_of(t)->storage->version; }
 }  // namespace detail
 
 // The element count of `shape`, or tg::Error naming `op` for a negative dim or an overflow.

@@ -86,7 +86,7 @@ std::string encode(const NamedTensors& tensors, Metadata metadata, const char* o
   for (size_t i = 0; i < kLengthBytes; ++i) bytes += static_cast<char>((static_cast<uint64_t>(text.size()) >> (8 * i)) & 0xff);
   bytes += text;
   for (const auto& [name, tensor] : tensors)
-    bytes.append(static_cast<const char*>(tensor.impl()->storage->data),
+    bytes.append(static_cast<const char*>(tg::detail::impl_of(tensor)->storage->data),
                  static_cast<size_t>(tensor.numel()) * element_size(tensor.dtype()));
   // The checksum of the file as it stands, placeholder included, replaces the placeholder.
   const size_t value_at = checksum_digits_at(std::string_view(bytes).substr(0, kLengthBytes + text.size()));
@@ -180,7 +180,7 @@ SafetensorsContents decode(const std::string& bytes, const std::string& source, 
   for (const Entry& entry : entries) {
     Tensor tensor = make_tensor(entry.shape, entry.dtype, op);
     if (entry.end > entry.begin)
-      std::memcpy(tensor.impl()->storage->data, bytes.data() + data_begin + entry.begin, entry.end - entry.begin);
+      std::memcpy(tg::detail::impl_of(tensor)->storage->data, bytes.data() + data_begin + entry.begin, entry.end - entry.begin);
     if (entry.dtype == kBool) normalize_bools(tensor);
     contents.tensors[entry.name] = tensor;
   }

@@ -113,7 +113,7 @@ TEST_CASE("detach cuts the graph but shares storage", "[core][autograd]") {
 TEST_CASE("copies of a Tensor handle share storage and grad", "[core][autograd]") {
   Tensor a = tg::zeros({2}, tg::kFloat64).requires_grad_();
   Tensor b = a;  // NOLINT: a handle copy on purpose
-  CHECK(b.impl() == a.impl());
+  CHECK(b.is_same(a));
   (b * 2.0).sum().backward();
   REQUIRE(a.grad().defined());
   CHECK(a.grad().to_vector<double>() == std::vector<double>{2, 2});

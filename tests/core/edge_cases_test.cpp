@@ -385,7 +385,7 @@ TEST_CASE("a Tensor handle copied into other threads is safe for read-only use",
   const std::vector<double> var_ref = values(shared.var({1}));
   std::ostringstream print_ref;
   print_ref << shared;
-  const long uses_before = shared.impl_ptr().use_count();
+  const long uses_before = shared.use_count();
 
   constexpr int kThreads = 4, kIterations = 20;
   std::vector<int> mismatches(kThreads, 0);
@@ -409,5 +409,5 @@ TEST_CASE("a Tensor handle copied into other threads is safe for read-only use",
     });
   for (std::thread& thread : threads) thread.join();
   for (int t = 0; t < kThreads; ++t) CHECK(mismatches[t] == 0);
-  CHECK(shared.impl_ptr().use_count() == uses_before);
+  CHECK(shared.use_count() == uses_before);
 }

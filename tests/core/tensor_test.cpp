@@ -86,7 +86,7 @@ TEST_CASE("to() converts dtypes and returns the same handle when they match", "[
   const Tensor f = tg::tensor({0.1, 1.5, -2.0});
   const Tensor d = f.to(tg::kFloat64);
   CHECK(d.to_vector<double>() == std::vector<double>{static_cast<float>(0.1), 1.5, -2.0});
-  CHECK(f.to(tg::kFloat32).impl() == f.impl());
+  CHECK(f.to(tg::kFloat32).is_same(f));
   CHECK(d.to(tg::kFloat32).to_vector<float>() == f.to_vector<float>());
 }
 

@@ -23,7 +23,7 @@ TEST_CASE("Linear -> ReLU -> LayerNorm in three lines", "[sequential]") {
   std::vector<std::string> names;
   for (const auto& [name, p] : model.named_parameters()) names.push_back(name);
   REQUIRE(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
-  REQUIRE(model.parameters()[0].impl() == lin.weight.impl());
+  REQUIRE(model.parameters()[0].is_same(lin.weight));
 
   tg::nn::mse_loss(y, tg::zeros({4, 6})).backward();
   for (const Tensor& p : model.parameters()) REQUIRE(p.grad().defined());
@@ -46,7 +46,7 @@ TEST_CASE("Sequential: typed access, errors, nesting and push_back", "[sequentia
   // An empty Sequential is the identity.
   tg::nn::Sequential empty;
   const Tensor x = tg::randn({2, 2});
-  REQUIRE(empty(x).impl() == x.impl());
+  REQUIRE(empty(x).is_same(x));
 }
 
 TEST_CASE("the whole Sequential passes gradcheck in float64", "[sequential][gradcheck]") {

@@ -93,7 +93,7 @@ TEST_CASE("SGD with two parameter groups follows PyTorch's trajectory", "[optim]
   GroupsRun run("sgd_groups");
   REQUIRE(run.opt->param_group_count() == 2);
   REQUIRE(run.opt->group_parameters(1).size() == 1);
-  REQUIRE(run.opt->group_parameters(1)[0].impl() == run.params[2].impl());
+  REQUIRE(run.opt->group_parameters(1)[0].is_same(run.params[2]));
   run.check_trajectory(nullptr);
 }
 
@@ -124,7 +124,7 @@ TEST_CASE("add_param_group takes the constructor's options unless given its own"
   CHECK(opt.options(2).lr == 0.25);
   CHECK(opt.options(2).momentum == 0.0);
   CHECK(opt.parameters().size() == 3);
-  CHECK(opt.parameters()[2].impl() == c.impl());
+  CHECK(opt.parameters()[2].is_same(c));
 
   // One step by hand: every parameter 1, every grad 2; momentum's first step sets buf = g.
   for (tg::Tensor p : {a, b, c}) p.set_grad(tg::full(p.shape(), 2.0));
@@ -183,7 +183,7 @@ TEST_CASE("state_dict has PyTorch's layout: state by parameter index, groups wit
   REQUIRE(state.state.size() == 2);
   TG_REQUIRE_CLOSE(state.state.at(0).at("momentum_buffer"), tg::full({2}, 2.0, tg::kFloat64), 0.0);
   TG_REQUIRE_CLOSE(state.state.at(2).at("momentum_buffer"), tg::full({3}, 4.01, tg::kFloat64), 1e-15);
-  CHECK(state.state.at(2).at("momentum_buffer").impl() == opt.state(2).at("momentum_buffer").impl());  // live
+  CHECK(state.state.at(2).at("momentum_buffer").is_same(opt.state(2).at("momentum_buffer")));  // live
 }
 
 TEST_CASE("load_state_dict resumes a run bit for bit, from copies in the parameters' dtype", "[optim][state_dict]") {

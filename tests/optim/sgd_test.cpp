@@ -149,7 +149,7 @@ TEST_CASE("SGD never modifies the stored gradient", "[optim][sgd]") {
   const tg::Tensor grad = p.grad();
   const tg::Tensor grad_before = grad.clone();
   for (int step = 0; step < 3; ++step) opt.step();
-  REQUIRE(p.grad().impl() == grad.impl());
+  REQUIRE(p.grad().is_same(grad));
   REQUIRE(same_bits(grad, grad_before));
 }
 
@@ -177,7 +177,7 @@ TEST_CASE("SGD options read like PyTorch's keyword arguments", "[optim][sgd]") {
   CHECK(opt.options().weight_decay == 1e-4);
   CHECK_FALSE(opt.options().nesterov);
   CHECK(opt.parameters().size() == 1);
-  CHECK(opt.parameters()[0].impl() == p.impl());
+  CHECK(opt.parameters()[0].is_same(p));
   CHECK(opt.step_count() == 0);
 }
 

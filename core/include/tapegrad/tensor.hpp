@@ -28,12 +28,14 @@
 
 namespace tg {
 
-struct TensorImpl;  // defined in core/src/tensor_impl.hpp
+struct TensorImpl;  // the library's own: core/src/tensor_impl.hpp, not installed
+namespace detail {
+struct TensorAccess;
+}
 
 class Tensor {
  public:
   Tensor() = default;  // an undefined tensor, e.g. the grad() of a parameter before any backward
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const;
@@ -114,10 +116,13 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;  // one dim may be -1
   Tensor transpose(int64_t dim0, int64_t dim1) const;
 
-  TensorImpl* impl() const { return impl_.get(); }
-  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  // torch::Tensor::is_same: both handles refer to one tensor (not merely equal values).
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  // How many handles refer to this tensor (0 for an undefined one), as torch::Tensor::use_count.
+  long use_count() const { return impl_.use_count(); }
 
  private:
+  friend struct detail::TensorAccess;  // the library's kernels reach the TensorImpl through it
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -88,7 +88,7 @@ std::mutex& grad_mutex(const TensorImpl* impl) {
 bool GradInputs::needed(size_t input) const { return node_.next[input] != nullptr; }
 
 const Tensor& GradInputs::unpack(const SavedTensor& saved) const {
-  const TensorImpl& impl = *saved.tensor_.impl();
+  const TensorImpl& impl = *tg::detail::impl_of(saved.tensor_);
   check(impl.storage->version == saved.version_, "backward", "a ", impl.dtype, " tensor of shape ", impl.shape,
         " that ", node_.name, " saved for the gradient was modified by an in-place operation: it is at version ",
         impl.storage->version, ", expected version ", saved.version_,
@@ -118,7 +118,7 @@ void AccumulateGrad::apply(const Tensor& grad_output, GradInputs&) {
     // The leaf's grad must never alias another tensor. The engine hands over the only handle to a
     // fresh gradient (moved out of pending_grad), so when neither the handle nor its bytes are
     // shared, adopt it as PyTorch does instead of copying M·N values; otherwise copy.
-    const std::shared_ptr<TensorImpl>& incoming = grad_output.impl_ptr();
+    const std::shared_ptr<TensorImpl>& incoming = tg::detail::impl_ptr_of(grad_output);
     const bool sole_owner = incoming.use_count() == 1 && incoming->storage.use_count() == 1 &&
                             incoming->grad_fn == nullptr && !incoming->requires_grad && !incoming->grad.defined();
     updated = sole_owner ? grad_output : grad_output.clone();
@@ -136,7 +136,7 @@ void AccumulateGrad::apply(const Tensor& grad_output, GradInputs&) {
   }
   // The leaf's gradient is final for this pass: one accumulator per leaf runs once per pass.
   if (post_accumulate_hooks) {
-    const Tensor leaf_tensor(impl);
+    const Tensor leaf_tensor = tg::detail::TensorAccess::wrap(impl);
     const auto hooks = post_accumulate_hooks->hooks;  // a copy: a hook may remove itself
     for (const auto& [id, hook] : hooks) hook(leaf_tensor);
   }
@@ -154,15 +154,15 @@ void AccumulateGrad::end_pass(bool failed) {
 }
 
 AccumulateGrad& grad_accumulator(const Tensor& leaf) {
-  TensorImpl* impl = leaf.impl();
+  TensorImpl* impl = tg::detail::impl_of(leaf);
   // Locked: threads that record ops on a shared parameter must agree on its one accumulator.
   const std::lock_guard lock(grad_mutex(impl));
-  if (!impl->grad_accumulator) impl->grad_accumulator = std::make_shared<AccumulateGrad>(leaf.impl_ptr());
+  if (!impl->grad_accumulator) impl->grad_accumulator = std::make_shared<AccumulateGrad>(tg::detail::impl_ptr_of(leaf));
   return *impl->grad_accumulator;
 }
 
 std::shared_ptr<Node> gradient_edge(const Tensor& input) {
-  TensorImpl* impl = input.impl();
+  TensorImpl* impl = tg::detail::impl_of(input);
   if (impl->grad_fn) return impl->grad_fn;
   if (impl->requires_grad) {
     grad_accumulator(input);

@@ -84,7 +84,7 @@ class Edges {
 class SavedTensor {
  public:
   explicit SavedTensor(const Tensor& tensor)
-      : tensor_(tensor.detach()), version_(tensor.impl()->storage->version) {}
+      : tensor_(tensor.detach()), version_(tg::detail::impl_of(tensor)->storage->version) {}
 
  private:
   friend class GradInputs;
@@ -226,7 +226,7 @@ void record(Tensor& output, const char* name, std::initializer_list<std::referen
   node->next.reserve(inputs.size());
   for (const Tensor& input : inputs) node->next.push_back(gradient_edge(input));
   if (anomaly_detection_on()) node->anomaly_tag = current_anomaly_tag();
-  output.impl()->grad_fn = std::move(node);
+  tg::detail::impl_of(output)->grad_fn = std::move(node);
 }
 
 // Adds `grad` to `accumulator` (out of place: gradients may be shared between branches), after

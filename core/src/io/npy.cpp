@@ -213,7 +213,7 @@ Tensor decode_npy(const std::string& bytes, const std::string& source) try {
   check(available == data_bytes, "load_npy", "'", source, "' with shape ", header.shape, " and dtype ", *dtype,
         " needs ", data_bytes, " data bytes but has ", available, available < data_bytes ? " (truncated)" : "");
   Tensor out = make_tensor(header.shape, *dtype, "load_npy");
-  if (data_bytes > 0) std::memcpy(out.impl()->storage->data, bytes.data() + prefix + header_size, data_bytes);
+  if (data_bytes > 0) std::memcpy(tg::detail::impl_of(out)->storage->data, bytes.data() + prefix + header_size, data_bytes);
   if (*dtype == kBool) detail::normalize_bools(out);
   return out;
 } catch (const std::bad_alloc&) {
