@@ -14,3 +14,5 @@
 #include "tapegrad/nn/loss.hpp"
 #include "tapegrad/nn/module.hpp"
 #include "tapegrad/nn/sequential.hpp"
+// Issue 14, part A: Dropout (the activations are in activation.hpp above).
+#include "tapegrad/nn/dropout.hpp"
