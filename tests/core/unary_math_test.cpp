@@ -119,3 +119,27 @@ TEST_CASE("unary math keeps float32 in float32 and handles empty tensors", "[cor
     CHECK(y.dtype() == tg::kFloat32);
   }
 }
+
+TEST_CASE("unary math at ±inf, NaN and -0 gives PyTorch's values and gradients", "[core][unary_math][edge]") {
+  // Expected values printed by torch 1.13 (float64) for x = [-inf, inf, nan, -0.0], dy = 1.
+  struct Expected {
+    std::vector<double> y, dx;
+  };
+  const double inf = tg::testing::kInf, nan = tg::testing::kNaN;
+  const std::map<std::string, Expected> expected{
+      {"gelu_none", {{nan, inf, nan, -0.0}, {nan, nan, nan, 0.5}}},
+      {"gelu_tanh", {{nan, inf, nan, -0.0}, {nan, nan, nan, 0.5}}},
+      {"sigmoid", {{0.0, 1.0, nan, 0.5}, {0.0, 0.0, nan, 0.25}}},
+      {"tanh", {{-1.0, 1.0, nan, -0.0}, {0.0, 0.0, nan, 1.0}}},
+      {"abs", {{inf, inf, nan, 0.0}, {-1.0, 1.0, 0.0, 0.0}}},
+      {"log1p", {{nan, inf, nan, -0.0}, {-0.0, 0.0, nan, 1.0}}},
+  };
+  for (const auto& [name, want] : expected) {
+    INFO(name);
+    Tensor x = tg::tensor({-inf, inf, nan, -0.0}, {}, tg::kFloat64).requires_grad_();
+    const Tensor y = unary_ops().at(name)(x);
+    tg::testing::require_ieee_equal(y, want.y, 0.0);
+    y.sum().backward();
+    tg::testing::require_ieee_equal(x.grad(), want.dx, 0.0);
+  }
+}
