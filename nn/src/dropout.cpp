@@ -21,10 +21,16 @@ void check_probability(double p, const char* op) {
   check(p >= 0.0 && p <= 1.0, op, "dropout probability has to be between 0 and 1, but got ", p);
 }
 
-// g (or x) times the noise of `keep`: keep ? scale : 0, elementwise; same shapes. Not recorded.
-Tensor times_noise(const Tensor& values, const Tensor& keep, double scale) {
+// The noise of a kept element, 1 / (1 − p) in T, as `noise /= (1 − p)` computes it on a one.
+template <typename T>
+T kept_noise(double keep_probability) {
+  return T(1) / static_cast<T>(keep_probability);
+}
+
+// g times the noise of `keep`: keep ? 1 / (1 − p) : 0, elementwise; same shapes. Not recorded.
+Tensor times_noise(const Tensor& values, const Tensor& keep, double keep_probability) {
   return tg::detail::dispatch_floating("dropout", values.dtype(), [&]<typename T>() {
-    const T kept = static_cast<T>(scale);
+    const T kept = kept_noise<T>(keep_probability);
     return tg::detail::broadcast_map<T, T, bool>(
         values.shape(), [kept](T v, bool k) { return v * (k ? kept : T(0)); }, values, keep);
   });
@@ -42,8 +48,7 @@ Tensor functional::dropout(const Tensor& x, double p, bool training, Generator* 
   Tensor keep = make_tensor(x.shape(), kBool, "dropout");
   Tensor out = make_tensor(x.shape(), x.dtype(), "dropout");
   tg::detail::dispatch_floating("dropout", x.dtype(), [&]<typename T>() {
-    // noise = 1 / (1 − p) in T, as `noise /= (1 − p)` computes it on a tensor of ones.
-    const T kept = T(1) / static_cast<T>(keep_probability);
+    const T kept = kept_noise<T>(keep_probability);
     const T* in = x.data<T>();
     bool* keep_mask = keep.mutable_data<bool>();
     T* result = out.mutable_data<T>();
@@ -54,13 +59,11 @@ Tensor functional::dropout(const Tensor& x, double p, bool training, Generator* 
       result[i] = in[i] * (keep_mask[i] ? kept : T(0));
     }
   });
-  if (autograd::needs_grad(x)) {
-    const double scale = x.dtype() == kFloat32 ? static_cast<double>(1.0f / static_cast<float>(keep_probability))
-                                               : 1.0 / keep_probability;
-    autograd::record(out, "DropoutBackward", {x}, [keep, scale](const Tensor& g, autograd::GradInputs& grads) {
-      grads.set(0, times_noise(g, keep, scale));
-    });
-  }
+  if (autograd::needs_grad(x))
+    autograd::record(out, "DropoutBackward", {x},
+                     [keep, keep_probability](const Tensor& g, autograd::GradInputs& grads) {
+                       grads.set(0, times_noise(g, keep, keep_probability));
+                     });
   return out;
 }
 
