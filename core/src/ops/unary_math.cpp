@@ -22,6 +22,9 @@ enum class Saved { Input, Output };
 constexpr double kSqrt2 = std::numbers::sqrt2;
 constexpr double kSqrtHalf = std::numbers::sqrt2 / 2;
 constexpr double k2OverSqrtPi = 2 * std::numbers::inv_sqrtpi;
+// The tanh form's β = √(2/π) (as PyTorch rounds it: M_SQRT2 · M_2_SQRTPI · 0.5) and κ.
+constexpr double kGeluBeta = kSqrt2 * k2OverSqrtPi * 0.5;
+constexpr double kGeluKappa = 0.044715;
 
 // y = forward(x) elementwise; the gradient is g → derivative(g, s) elementwise, where s is the
 // saved input or output. float32 and float64.
@@ -87,14 +90,14 @@ Tensor Tensor::gelu(std::string_view approximate) const {
         *this, "gelu", "GeluBackward",
         [](auto x) {
           using T = decltype(x);
-          const T beta = T(kSqrt2 * k2OverSqrtPi * 0.5), kappa = T(0.044715);
+          const T beta = T(kGeluBeta), kappa = T(kGeluKappa);
           const T inner = beta * (x + kappa * (x * x * x));
           return T(0.5) * x * (T(1) + std::tanh(inner));
         },
         Saved::Input,
         [](auto g, auto x) {
           using T = decltype(x);
-          const T beta = T(kSqrt2 * k2OverSqrtPi * 0.5), kappa = T(0.044715);
+          const T beta = T(kGeluBeta), kappa = T(kGeluKappa);
           const T x_squared = x * x;
           const T tanh_inner = std::tanh(beta * (x + kappa * (x_squared * x)));
           const T left_derivative = T(0.5) * (T(1) + tanh_inner);
