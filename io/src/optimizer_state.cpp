@@ -44,11 +44,14 @@ json parse_json(const std::string& text, const std::string& key, const std::stri
   }
 }
 
-// A hyper-parameter of the file: a JSON number or true/false, nothing else.
+// A hyper-parameter of the file: a JSON number, true/false or a list of numbers (Adam's betas).
 optim::OptionValue option_value(const json& value, const std::string& key, const std::string& path) {
-  check(value.is_number() || value.is_boolean(), "load", "'", path, "': the optimizer option '", key,
-        "' is neither a number nor true/false: ", value.dump());
+  const bool numbers =
+      value.is_array() && std::all_of(value.begin(), value.end(), [](const json& v) { return v.is_number(); });
+  check(value.is_number() || value.is_boolean() || numbers, "load", "'", path, "': the optimizer option '", key,
+        "' is neither a number, nor true/false, nor a list of numbers: ", value.dump());
   if (value.is_boolean()) return value.get<bool>();
+  if (numbers) return value.get<std::vector<double>>();
   return value.get<double>();
 }
 
