@@ -59,7 +59,7 @@ struct GroupsRun {
   }
 
   // Five steps, each compared with PyTorch's: the lr every group used and every parameter after it.
-  void check_trajectory(tg::optim::LRScheduler* scheduler) {
+  void check_trajectory(tg::optim::EpochLRScheduler* scheduler) {
     for (int step = 1; step <= 5; ++step) {
       CAPTURE(step);
       for (size_t group = 0; group < 2; ++group) {
