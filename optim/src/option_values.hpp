@@ -23,8 +23,7 @@ inline void check_non_negative(const char* op, const char* key, double value) {
   check(value >= 0, op, "expected ", key, " >= 0, got ", value);
   check_finite(op, key, value);
 }
-// Adam's betas and RMSprop's alpha: 0 <= value < 1 as PyTorch requires of betas (it allows alpha
-// up to any value >= 0, but alpha >= 1 never forgets the first gradient and > 1 diverges).
+// Adam's betas and OneCycleLR's momenta: 0 <= value < 1, as PyTorch requires of betas (NaN fails).
 inline void check_unit_interval(const char* op, const char* key, double value) {
   check(value >= 0 && value < 1, op, "expected 0 <= ", key, " < 1, got ", value);
 }

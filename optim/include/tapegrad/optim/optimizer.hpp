@@ -160,8 +160,7 @@ class OptimizerWithOptions : public Optimizer {
   }
 
  protected:
-  // `options` were validated by the caller (the derived constructor validates before it gets here
-  // through a helper that returns them).
+  // `options` must be valid: the derived constructor passes them through its check first.
   OptimizerWithOptions(const char* name, std::vector<Tensor> params, Options options)
       : Optimizer(name, std::move(params)), defaults_(options), group_options_{options} {}
 
