@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "dispatch.hpp"
+#include "kernel_flags.hpp"
 #include "option_values.hpp"
 #include "param_state.hpp"
 #include "parallel_for.hpp"
@@ -31,23 +32,27 @@ AdagradOptions checked(const AdagradOptions& options) {
 // The scalars of one step, rounded once to T as PyTorch's kernels round a Scalar.
 template <typename T>
 struct AdagradCoefficients {
-  T weight_decay;  // 0 skips it (0 * p is NaN for an infinite p)
+  T grad_sign;     // -1 to maximize: -g is exactly -1 * g
+  T weight_decay;  // used only when non-zero (0 * p is NaN for an infinite p)
   T eps;
   T neg_clr;  // -lr / (1 + (t - 1) * lr_decay)
-  bool maximize;
 };
 
-// One fused pass over a parameter, in PyTorch's order of operations. param, grad, sum: [numel].
-template <typename T>
+// One fused pass over a parameter, in PyTorch's order of operations. param, grad, sum: [numel],
+// distinct buffers. kL2: weight_decay != 0, a template flag so that the loop vectorises.
+template <typename T, bool kL2>
 void adagrad_update(int64_t numel, T* param, const T* grad, T* sum, const AdagradCoefficients<T>& c) {
   detail::parallel_for(numel, detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      T g = c.maximize ? -grad[i] : grad[i];
-      if (c.weight_decay != T(0)) g = g + c.weight_decay * param[i];
-      const T s = sum[i] + g * g;  // state_sum.addcmul_(grad, grad, value=1)
-      sum[i] = s;
+    T* __restrict p = param + begin;
+    const T* __restrict gradient = grad + begin;
+    T* __restrict accumulated = sum + begin;
+    for (int64_t i = 0; i < end - begin; ++i) {
+      T g = c.grad_sign * gradient[i];
+      if constexpr (kL2) g = g + c.weight_decay * p[i];  // grad.add(param, alpha=weight_decay)
+      const T s = accumulated[i] + g * g;                 // state_sum.addcmul_(grad, grad, value=1)
+      accumulated[i] = s;
       // p += (-clr * g) / (sqrt(sum) + eps): param.addcdiv_(grad, std, value=-clr)
-      param[i] = param[i] + c.neg_clr * g / (std::sqrt(s) + c.eps);
+      p[i] = p[i] + c.neg_clr * g / (std::sqrt(s) + c.eps);
     }
   });
 }
@@ -64,12 +69,17 @@ void Adagrad::update(size_t group, Tensor& param, const Tensor& grad, ParamState
   const double clr = options.lr / (1 + (step - 1) * options.lr_decay);
   detail::dispatch_floating("Adagrad.step", param.dtype(), [&]<typename T>() {
     const AdagradCoefficients<T> coefficients{
+        .grad_sign = static_cast<T>(options.maximize ? -1.0 : 1.0),
         .weight_decay = static_cast<T>(options.weight_decay),
         .eps = static_cast<T>(options.eps),
         .neg_clr = static_cast<T>(-clr),
-        .maximize = options.maximize,
     };
-    adagrad_update<T>(param.numel(), param.mutable_data<T>(), grad.data<T>(), sum.mutable_data<T>(), coefficients);
+    kernel_flags::with_flags(
+        [&]<bool kL2>() {
+          adagrad_update<T, kL2>(param.numel(), param.mutable_data<T>(), grad.data<T>(), sum.mutable_data<T>(),
+                                 coefficients);
+        },
+        options.weight_decay != 0);
   });
   tg::detail::bump_version(param);  // a backward that saved param before this step must refuse it
 }

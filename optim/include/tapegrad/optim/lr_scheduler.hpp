@@ -40,7 +40,7 @@ struct SchedulerStateDict {
   std::vector<double> base_lrs;  // one per parameter group
   // ReduceLROnPlateau's progress by PyTorch's names: "best", "num_bad_epochs", "cooldown_counter".
   // Empty for the epoch schedules.
-  std::map<std::string, double> counters;
+  std::map<std::string, double> counters = {};
 };
 
 class LRScheduler {
