@@ -115,7 +115,8 @@ void adam_step(const char* op, const Options& options, bool decoupled, Tensor& p
   Tensor& exp_avg_sq = param_state::buffer(state, kExpAvgSq, param);
   Tensor* max_exp_avg_sq = options.amsgrad ? &param_state::buffer(state, kMaxExpAvgSq, param) : nullptr;
   const double step = param_state::advance_step(state);
-  const auto [beta1, beta2] = options.betas;
+  // Named copies, not a structured binding: clang 14 (the fuzz build) cannot capture one in the lambda.
+  const double beta1 = options.betas[0], beta2 = options.betas[1];
   const double bias_correction1 = 1 - std::pow(beta1, step);
   const double bias_correction2 = 1 - std::pow(beta2, step);
   detail::dispatch_floating(op, param.dtype(), [&]<typename T>() {
