@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -18,6 +19,7 @@ constexpr const char* kParamGroupsKey = "tapegrad.optimizer.param_groups";
 constexpr const char* kSchedulerKey = "tapegrad.scheduler";
 constexpr const char* kLastEpochKey = "tapegrad.scheduler.last_epoch";
 constexpr const char* kBaseLrsKey = "tapegrad.scheduler.base_lrs";
+constexpr const char* kCountersKey = "tapegrad.scheduler.counters";
 // The layout before parameter groups (format version 1): one SGD group.
 constexpr const char* kSingleSGDStepCountKey = "tapegrad.sgd.step_count";
 constexpr const char* kSingleSGDOptionPrefix = "tapegrad.sgd.";
@@ -44,11 +46,14 @@ json parse_json(const std::string& text, const std::string& key, const std::stri
   }
 }
 
-// A hyper-parameter of the file: a JSON number or true/false, nothing else.
+// A hyper-parameter of the file: a JSON number, true/false or a list of numbers (Adam's betas).
 optim::OptionValue option_value(const json& value, const std::string& key, const std::string& path) {
-  check(value.is_number() || value.is_boolean(), "load", "'", path, "': the optimizer option '", key,
-        "' is neither a number nor true/false: ", value.dump());
+  const bool numbers =
+      value.is_array() && std::all_of(value.begin(), value.end(), [](const json& v) { return v.is_number(); });
+  check(value.is_number() || value.is_boolean() || numbers, "load", "'", path, "': the optimizer option '", key,
+        "' is neither a number, nor true/false, nor a list of numbers: ", value.dump());
   if (value.is_boolean()) return value.get<bool>();
+  if (numbers) return value.get<std::vector<double>>();
   return value.get<double>();
 }
 
@@ -184,6 +189,12 @@ void encode_scheduler_state(const optim::LRScheduler& scheduler, Metadata& metad
   metadata[kSchedulerKey] = scheduler.name();
   metadata[kLastEpochKey] = std::to_string(state.last_epoch);
   metadata[kBaseLrsKey] = json(state.base_lrs).dump();
+  // Counters as decimal strings: ReduceLROnPlateau's best starts at ±inf, which JSON numbers cannot hold.
+  if (!state.counters.empty()) {
+    json counters = json::object();
+    for (const auto& counter : state.counters) counters[counter.first] = concat(std::setprecision(17), counter.second);
+    metadata[kCountersKey] = counters.dump();
+  }
 }
 
 optim::SchedulerStateDict decode_scheduler_state(const optim::LRScheduler& scheduler,
@@ -197,6 +208,20 @@ optim::SchedulerStateDict decode_scheduler_state(const optim::LRScheduler& sched
   check(base_lrs.is_array() && std::all_of(base_lrs.begin(), base_lrs.end(), [](const json& v) { return v.is_number(); }),
         "load", "'", path, "' has a malformed '", kBaseLrsKey, "': ", base_lrs.dump());
   for (const json& base_lr : base_lrs) state.base_lrs.push_back(base_lr.get<double>());
+  // Only ReduceLROnPlateau writes counters; files of the epoch schedules have none.
+  auto it = contents.metadata.find(kCountersKey);
+  if (it != contents.metadata.end()) {
+    const json counters = parse_json(it->second, kCountersKey, path);
+    check(counters.is_object(), "load", "'", path, "' has a malformed '", kCountersKey, "': ", counters.dump());
+    for (const auto& [key, value] : counters.items()) {
+      const std::string text = value.is_string() ? value.get<std::string>() : std::string();
+      char* end = nullptr;
+      const double number = std::strtod(text.c_str(), &end);
+      check(!text.empty() && end == text.c_str() + text.size(), "load", "'", path, "': the scheduler counter '", key,
+            "' is not a number: ", value.dump());
+      state.counters.emplace(key, number);
+    }
+  }
   return state;
 }
 

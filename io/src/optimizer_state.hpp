@@ -10,6 +10,9 @@
 //             "tapegrad.scheduler"                 "StepLR"
 //             "tapegrad.scheduler.last_epoch"      "3"
 //             "tapegrad.scheduler.base_lrs"        [0.1, 0.01]  (JSON)
+//             "tapegrad.scheduler.counters"        {"best": "inf", "num_bad_epochs": "0", ...}  (JSON;
+//                                                  ReduceLROnPlateau only, absent before it existed)
+// Adam's, RMSprop's and Adagrad's per-parameter "step" is a 0-d tensor "optimizer.step.<parameter name>".
 // The layout before it (format version 1) held one SGD group: the same tensors, and
 // "tapegrad.sgd.<option>" and "tapegrad.sgd.step_count" in the metadata; it still loads, told
 // apart by its keys (there is no "tapegrad.optimizer.param_groups").

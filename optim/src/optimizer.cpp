@@ -80,6 +80,44 @@ void Optimizer::set_lr(size_t group, double lr) {
   set_group_lr(group, lr);
 }
 
+namespace {
+
+// Where a group's momentum lives among its options: "momentum" or the first of "betas".
+const char* momentum_key(const OptionValues& options) {
+  if (options.count("momentum")) return "momentum";
+  if (options.count("betas")) return "betas";
+  return nullptr;
+}
+
+}  // namespace
+
+bool Optimizer::has_momentum() const { return momentum_key(group_options(0)) != nullptr; }
+
+double Optimizer::momentum(size_t group) const {
+  check(group < group_sizes_.size(), name_, "expected a parameter group index below ", group_sizes_.size(), ", got ",
+        group);
+  const OptionValues options = group_options(group);
+  const char* key = momentum_key(options);
+  check(key != nullptr, name_, "has neither a momentum nor betas");
+  const OptionValue& value = options.at(key);
+  return std::holds_alternative<double>(value) ? std::get<double>(value) : std::get<std::vector<double>>(value)[0];
+}
+
+void Optimizer::set_momentum(size_t group, double momentum) {
+  check(group < group_sizes_.size(), name_, "expected a parameter group index below ", group_sizes_.size(), ", got ",
+        group);
+  OptionValues options = group_options(group);
+  const char* key = momentum_key(options);
+  check(key != nullptr, name_, "has neither a momentum nor betas");
+  OptionValue& value = options.at(key);
+  if (std::holds_alternative<double>(value))
+    value = momentum;
+  else
+    std::get<std::vector<double>>(value)[0] = momentum;
+  check_group_options(options);
+  set_group_options(group, options);
+}
+
 const ParamState& Optimizer::state(size_t index) const {
   check(index < state_.size(), name_, "expected a parameter index below ", state_.size(), ", got ", index);
   return state_[index];
@@ -134,11 +172,20 @@ void Optimizer::check_state_dict(const OptimizerStateDict& state_dict) const {
     for (const auto& [name, tensor] : entries) {
       check(std::find(names.begin(), names.end(), name) != names.end(), name_, "load_state_dict: unknown state '",
             name, "' for parameter index ", index);
-      check(tensor.defined() && tensor.shape() == param.shape(), name_, "load_state_dict: expected the '", name,
-            "' of parameter index ", index, " to have its parameter's shape ", param.shape(), ", got ",
+      const Shape expected_shape = name == kStepState ? Shape{} : param.shape();
+      check(tensor.defined() && tensor.shape() == expected_shape, name_, "load_state_dict: expected the '", name,
+            "' of parameter index ", index, name == kStepState ? " to be a 0-d count " : " to have its parameter's shape ",
+            expected_shape, ", got ",
             tensor.defined() ? tensor.shape() : Shape{}, tensor.defined() ? "" : " (undefined)");
       check(tensor.dtype() == kFloat32 || tensor.dtype() == kFloat64, name_, "load_state_dict: expected the '", name,
             "' of parameter index ", index, " to be floating point, got ", tensor.dtype());
+      if (name == kStepState) {
+        // The bias corrections take beta^step: a negative or fractional count would corrupt them.
+        const double steps = tensor.to(kFloat64).item<double>();
+        check(steps >= 0 && std::isfinite(steps) && steps == std::floor(steps), name_,
+              "load_state_dict: expected the 'step' of parameter index ", index,
+              " to be a whole number >= 0, got ", steps);
+      }
     }
   }
   for (const ParamGroupState& group : state_dict.param_groups) check_group_options(group.options);
@@ -153,7 +200,10 @@ void Optimizer::load_state_dict(const OptimizerStateDict& state_dict) {
   std::vector<ParamState> state(params_.size());
   for (const auto& [index, entries] : state_dict.state) {
     const size_t i = own_index.at(index);
-    for (const auto& [name, tensor] : entries) state[i].emplace(name, tensor.detach().to(params_[i].dtype()).clone());
+    for (const auto& [name, tensor] : entries) {
+      const DType dtype = name == kStepState ? kFloat64 : params_[i].dtype();
+      state[i].emplace(name, tensor.detach().to(dtype).clone());
+    }
   }
   for (size_t group = 0; group < group_sizes_.size(); ++group)
     set_group_options(group, state_dict.param_groups[group].options);

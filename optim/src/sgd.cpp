@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "dispatch.hpp"
+#include "option_values.hpp"
 #include "parallel_for.hpp"
 #include "tensor_impl.hpp"
 
@@ -14,47 +15,20 @@ namespace tg::optim {
 
 namespace {
 
-// A hyper-parameter must be finite, and >= 0 where PyTorch requires it (x >= 0 is false for NaN).
-void check_option(double value, const char* key, bool non_negative) {
-  if (non_negative) check(value >= 0, "SGD", "expected ", key, " >= 0, got ", value);
-  check(std::isfinite(value), "SGD", "expected a finite ", key, ", got ", value);
-}
+constexpr const char* kMomentumBuffer = "momentum_buffer";
 
-void check_options(const SGDOptions& options) {
-  check_option(options.lr, "lr", true);
-  check_option(options.momentum, "momentum", true);
-  check_option(options.dampening, "dampening", false);
-  check_option(options.weight_decay, "weight_decay", true);
+void check_sgd_options(const SGDOptions& options) {
+  options::check_non_negative("SGD", "lr", options.lr);
+  options::check_non_negative("SGD", "momentum", options.momentum);
+  options::check_finite("SGD", "dampening", options.dampening);
+  options::check_non_negative("SGD", "weight_decay", options.weight_decay);
   check(!options.nesterov || (options.momentum > 0 && options.dampening == 0), "SGD",
         "nesterov momentum requires momentum > 0 and dampening = 0, got momentum = ", options.momentum,
         ", dampening = ", options.dampening);
 }
 
-constexpr const char* kMomentumBuffer = "momentum_buffer";
-constexpr const char* kOptionNames[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
-
-// One option of a state dict's param group, which must be there and of type T.
-template <typename T>
-T option_of(const OptionValues& values, const char* key) {
-  auto it = values.find(key);
-  check(it != values.end(), "SGD", "load_state_dict: a parameter group has no '", key, "'");
-  const T* value = std::get_if<T>(&it->second);
-  check(value != nullptr, "SGD", "load_state_dict: expected '", key, "' to be ",
-        std::is_same_v<T, bool> ? "a flag (true or false)" : "a number");
-  return *value;
-}
-
-// The options of a state dict's param group: exactly SGD's five, each of its type, then validated.
-SGDOptions parse_options(const OptionValues& values) {
-  for (const auto& [key, value] : values)
-    check(std::find(std::begin(kOptionNames), std::end(kOptionNames), key) != std::end(kOptionNames), "SGD",
-          "load_state_dict: unknown option '", key, "'");
-  const SGDOptions options{.lr = option_of<double>(values, "lr"),
-                           .momentum = option_of<double>(values, "momentum"),
-                           .dampening = option_of<double>(values, "dampening"),
-                           .weight_decay = option_of<double>(values, "weight_decay"),
-                           .nesterov = option_of<bool>(values, "nesterov")};
-  check_options(options);
+SGDOptions checked(const SGDOptions& options) {
+  check_sgd_options(options);
   return options;
 }
 
@@ -67,6 +41,7 @@ struct SGDCoefficients {
   T weight_decay;
   bool use_weight_decay;  // skipped when 0, as PyTorch does: 0 * p is NaN for an infinite p
   bool nesterov;
+  bool maximize;
 };
 
 // One fused pass over a parameter: reads param, grad and buffer once, writes param and buffer.
@@ -76,8 +51,8 @@ struct SGDCoefficients {
 template <typename T>
 void sgd_update(int64_t numel, T* param, const T* grad, T* buffer, bool first_step,
                 const SGDCoefficients<T>& coefficients) {
-  if (buffer == nullptr && !coefficients.use_weight_decay) {
-    // Plain SGD, the common case: p -= lr * g. A loop without branches, which GCC vectorises
+  if (buffer == nullptr && !coefficients.use_weight_decay && !coefficients.maximize) {
+    // Plain SGD, the common case: p -= lr * g (p += lr * g to maximize). A loop without branches, which GCC vectorises
     // with full vectors and a scalar tail (the general loop below got a masked AVX-512 body).
     const T lr = coefficients.lr;
     detail::parallel_for(numel, detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
@@ -90,8 +65,8 @@ void sgd_update(int64_t numel, T* param, const T* grad, T* buffer, bool first_st
   }
   detail::parallel_for(numel, detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      // g = grad + weight_decay * p, a local: the stored gradient is never edited
-      T g = grad[i];
+      // g = ±grad + weight_decay * p, a local: the stored gradient is never edited
+      T g = coefficients.maximize ? -grad[i] : grad[i];
       if (coefficients.use_weight_decay) g += coefficients.weight_decay * param[i];
       if (buffer != nullptr) {
         // buf = g on the first step, else momentum * buf + (1 - dampening) * g
@@ -108,31 +83,8 @@ void sgd_update(int64_t numel, T* param, const T* grad, T* buffer, bool first_st
 
 }  // namespace
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer("SGD", std::move(params)), defaults_(options) {
-  check_options(options);
-  group_options_.push_back(options);
-}
-
-void SGD::add_param_group(std::vector<Tensor> params, SGDOptions options) {
-  check_options(options);
-  add_group(std::move(params));
-  group_options_.push_back(options);
-}
-
-void SGD::add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }
-
-const SGDOptions& SGD::options(size_t group) const {
-  check(group < group_options_.size(), "SGD", "expected a parameter group index below ", group_options_.size(),
-        ", got ", group);
-  return group_options_[group];
-}
-
-void SGD::set_options(size_t group, SGDOptions options) {
-  check(group < group_options_.size(), "SGD", "expected a parameter group index below ", group_options_.size(),
-        ", got ", group);
-  check_options(options);
-  group_options_[group] = options;
-}
+SGD::SGD(std::vector<Tensor> params, SGDOptions options)
+    : OptimizerWithOptions("SGD", std::move(params), checked(options)) {}
 
 std::vector<Tensor> SGD::momentum_buffers() const {
   std::vector<Tensor> buffers;
@@ -144,7 +96,7 @@ std::vector<Tensor> SGD::momentum_buffers() const {
 }
 
 void SGD::update(size_t group, Tensor& param, const Tensor& grad, ParamState& state) {
-  const SGDOptions& options = group_options_[group];
+  const SGDOptions& options = this->options(group);
   const bool use_momentum = options.momentum != 0;
   Tensor* buffer = nullptr;
   bool first_step = false;
@@ -162,6 +114,7 @@ void SGD::update(size_t group, Tensor& param, const Tensor& grad, ParamState& st
         .weight_decay = static_cast<T>(options.weight_decay),
         .use_weight_decay = options.weight_decay != 0,
         .nesterov = options.nesterov,
+        .maximize = options.maximize,
     };
     sgd_update<T>(param.numel(), param.mutable_data<T>(), grad.data<T>(),
                   buffer != nullptr ? buffer->mutable_data<T>() : nullptr, first_step, coefficients);
@@ -169,18 +122,28 @@ void SGD::update(size_t group, Tensor& param, const Tensor& grad, ParamState& st
   tg::detail::bump_version(param);  // a backward that saved param before this step must refuse it
 }
 
-OptionValues SGD::group_options(size_t group) const {
-  const SGDOptions& options = group_options_[group];
+void SGD::check_options(const SGDOptions& options) const { check_sgd_options(options); }
+
+// Exactly SGD's options, each of its type, then validated. "maximize" may be absent: checkpoints
+// written before it existed did not maximize.
+SGDOptions SGD::parse_options(const OptionValues& values) const {
+  options::check_keys("SGD", values, {"lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"});
+  return checked({.lr = options::option_of<double>("SGD", values, "lr"),
+                  .momentum = options::option_of<double>("SGD", values, "momentum"),
+                  .dampening = options::option_of<double>("SGD", values, "dampening"),
+                  .weight_decay = options::option_of<double>("SGD", values, "weight_decay"),
+                  .nesterov = options::option_of<bool>("SGD", values, "nesterov"),
+                  .maximize = options::option_of<bool>("SGD", values, "maximize", false)});
+}
+
+OptionValues SGD::option_values(const SGDOptions& options) const {
   return {{"lr", options.lr},
           {"momentum", options.momentum},
           {"dampening", options.dampening},
           {"weight_decay", options.weight_decay},
-          {"nesterov", options.nesterov}};
+          {"nesterov", options.nesterov},
+          {"maximize", options.maximize}};
 }
-
-void SGD::check_group_options(const OptionValues& options) const { parse_options(options); }
-
-void SGD::set_group_options(size_t group, const OptionValues& options) { group_options_[group] = parse_options(options); }
 
 std::vector<std::string> SGD::state_names() const { return {kMomentumBuffer}; }
 

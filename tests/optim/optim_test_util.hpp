@@ -1,6 +1,7 @@
-// Helpers shared by the optim tests: names and leaves for the SGD trajectory fixtures.
+// Helpers shared by the optim tests: names and leaves for the trajectory fixtures, bitwise equality.
 #pragma once
 
+#include <cstring>
 #include <string>
 
 #include "support/fixtures.hpp"
@@ -25,6 +26,16 @@ inline Tensor parameter(const Tensor& values) {
 // The fixtures' loss: sum(c * p^2) + sum(d * p), so grad = 2 c p + d.
 inline Tensor quadratic_loss(const Tensor& p, const Tensor& c, const Tensor& d) {
   return (c * p.pow(2)).sum() + (d * p).sum();
+}
+
+inline const void* raw_data(const Tensor& t) {
+  return t.dtype() == kFloat32 ? static_cast<const void*>(t.data<float>()) : t.data<double>();
+}
+
+// Bitwise equality (== would call -0 and +0 equal).
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(raw_data(a), raw_data(b), static_cast<size_t>(a.numel()) * element_size(a.dtype())) == 0;
 }
 
 }  // namespace tg::optim_test

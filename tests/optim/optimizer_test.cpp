@@ -59,7 +59,7 @@ struct GroupsRun {
   }
 
   // Five steps, each compared with PyTorch's: the lr every group used and every parameter after it.
-  void check_trajectory(tg::optim::LRScheduler* scheduler) {
+  void check_trajectory(tg::optim::EpochLRScheduler* scheduler) {
     for (int step = 1; step <= 5; ++step) {
       CAPTURE(step);
       for (size_t group = 0; group < 2; ++group) {
@@ -177,7 +177,7 @@ TEST_CASE("state_dict has PyTorch's layout: state by parameter index, groups wit
   CHECK(state.param_groups[0].params == std::vector<int64_t>{0});
   CHECK(state.param_groups[1].params == std::vector<int64_t>{1, 2});
   const tg::optim::OptionValues expected{{"lr", 0.2}, {"momentum", 0.5}, {"dampening", 0.0},
-                                         {"weight_decay", 0.01}, {"nesterov", true}};
+                                         {"weight_decay", 0.01}, {"nesterov", true}, {"maximize", false}};
   CHECK(state.param_groups[1].options == expected);
   // Only parameters that took a momentum step have state: a (index 0) and b (index 2), buf = g.
   REQUIRE(state.state.size() == 2);
@@ -274,8 +274,8 @@ TEST_CASE("load_state_dict refuses a state that does not fit, and changes nothin
   state.param_groups[1].options.erase("momentum");
   refuses(state, "a parameter group has no 'momentum'");
   state = base;
-  state.param_groups[1].options["maximize"] = false;
-  refuses(state, "unknown option 'maximize'");
+  state.param_groups[1].options["foreach"] = false;
+  refuses(state, "unknown option 'foreach'");
   state = base;
   state.param_groups[1].options["nesterov"] = 1.0;
   refuses(state, "expected 'nesterov' to be a flag");

@@ -18,6 +18,7 @@ namespace {
 using tg::optim_test::after_step;
 using tg::optim_test::parameter;
 using tg::optim_test::quadratic_loss;
+using tg::optim_test::same_bits;
 
 using tg::optim::SGD;
 using tg::optim::SGDOptions;
@@ -45,16 +46,6 @@ std::unique_ptr<SGD> run_trajectory(const tg::testing::FixtureCase& fixture, tg:
     TG_REQUIRE_CLOSE(p.detach(), fixture.at(after_step(step)).to(dtype), tolerance);
   }
   return opt;
-}
-
-const void* raw_data(const tg::Tensor& t) {
-  return t.dtype() == tg::kFloat32 ? static_cast<const void*>(t.data<float>()) : t.data<double>();
-}
-
-// Bitwise equality (== would call -0 and +0 equal).
-bool same_bits(const tg::Tensor& a, const tg::Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(raw_data(a), raw_data(b), static_cast<size_t>(a.numel()) * tg::element_size(a.dtype())) == 0;
 }
 
 // One step of `options` from p = p_value with grad = grad_value, in float64; returns the new p.

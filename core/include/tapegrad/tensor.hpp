@@ -18,6 +18,7 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,59 @@ class Tensor {
   Tensor exp() const;
   Tensor log() const;
   Tensor relu() const;
+  // --- elementwise math, comparisons and selection (PyTorch's semantics and gradients) ---
+  Tensor log1p() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor gelu(std::string_view approximate = "none") const;  // "none" (erf) or "tanh"
+  Tensor abs() const;                                        // gradient 0 at 0
+  // min(max(x, min), max), either bound optional (not both absent); gradient where min <= x <= max.
+  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  Tensor clamp_min(double min) const;
+  Tensor clamp_max(double max) const;
+  // Elementwise max/min with broadcasting; NaN wins; at a tie each side gets half the gradient.
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  // value where mask (bool, broadcast together with this tensor) is true; gradient where it is false.
+  Tensor masked_fill(const Tensor& mask, double value) const;
+  // Comparisons to kBool with broadcasting, any dtypes (promoted: bool < int64 < float32 < float64);
+  // a scalar is rounded to a float tensor's dtype first. Also as the operators == != < <= > >=.
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(double other) const;
+  Tensor lt(double other) const;
+  Tensor le(double other) const;
+  Tensor gt(double other) const;
+  Tensor ge(double other) const;
+  // torch.var/torch.std(dim, correction=c, keepdim): divide by max(n - c, 0). Any number but a
+  // bool (a bool is `unbiased`, the overloads above): x.var({1}, 0, true) is the population variance.
+  template <typename Number>
+    requires((std::integral<Number> || std::floating_point<Number>) && !std::same_as<Number, bool>)
+  Tensor var(const std::vector<int64_t>& dims, Number correction, bool keepdim = false) const {
+    return variance(dims, static_cast<double>(correction), keepdim, /*standard_deviation=*/false);
+  }
+  Tensor std() const;  // of all elements, unbiased
+  template <std::same_as<bool> Bool>
+  Tensor std(Bool unbiased) const {
+    return std(std::vector<int64_t>{}, unbiased, false);
+  }
+  Tensor std(const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false) const;
+  template <typename Number>
+    requires((std::integral<Number> || std::floating_point<Number>) && !std::same_as<Number, bool>)
+  Tensor std(const std::vector<int64_t>& dims, Number correction, bool keepdim = false) const {
+    return variance(dims, static_cast<double>(correction), keepdim, /*standard_deviation=*/true);
+  }
+
+ private:
+  // var, or std (its square root), dividing by max(n - correction, 0): behind every var/std overload.
+  Tensor variance(const std::vector<int64_t>& dims, double correction, bool keepdim, bool standard_deviation) const;
+
+ public:
   Tensor matmul(const Tensor& other) const;
   Tensor reshape(const Shape& shape) const;  // one dim may be -1
   Tensor transpose(int64_t dim0, int64_t dim1) const;
@@ -172,6 +226,41 @@ Tensor pow(const Tensor& x, double exponent);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor relu(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+Tensor abs(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+// condition (bool) ? a : b elementwise, all three broadcast together; a and b promoted to one dtype.
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
+Tensor operator==(double a, const Tensor& b);
+Tensor operator!=(double a, const Tensor& b);
+Tensor operator<(double a, const Tensor& b);
+Tensor operator<=(double a, const Tensor& b);
+Tensor operator>(double a, const Tensor& b);
+Tensor operator>=(double a, const Tensor& b);
 
 // The shape that a and b broadcast to, or tg::Error naming `op` and both shapes.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadcast_shapes");

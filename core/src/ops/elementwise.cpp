@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/node.hpp"
+#include "ops/broadcast.hpp"
 #include "ops/reduction.hpp"
 
 namespace tg {
@@ -27,82 +28,6 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 namespace {
 
-// How two inputs are read while the output is written contiguously: dims of the output with the
-// element stride of each input in that dim (0 where the input is broadcast). Adjacent dims that
-// both inputs traverse contiguously are merged, so most cases run as one flat inner loop.
-struct BroadcastPlan {
-  std::vector<int64_t> sizes, stride_a, stride_b;  // innermost dim last
-};
-
-std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
-  std::vector<int64_t> strides(out.size(), 0);
-  int64_t stride = 1;
-  for (size_t k = 0; k < in.size(); ++k) {
-    const size_t in_dim = in.size() - 1 - k, out_dim = out.size() - 1 - k;
-    strides[out_dim] = in[in_dim] == 1 ? 0 : stride;
-    stride *= in[in_dim];
-  }
-  return strides;
-}
-
-BroadcastPlan make_plan(const Shape& a, const Shape& b, const Shape& out) {
-  const std::vector<int64_t> sa = broadcast_strides(a, out), sb = broadcast_strides(b, out);
-  BroadcastPlan plan;
-  for (size_t d = 0; d < out.size(); ++d) {
-    if (out[d] == 1) continue;
-    if (!plan.sizes.empty()) {
-      const int64_t inner = out[d];
-      // Merge into the previous (outer) dim when both inputs continue contiguously across it.
-      if (plan.stride_a.back() == sa[d] * inner && plan.stride_b.back() == sb[d] * inner) {
-        plan.sizes.back() *= inner;
-        plan.stride_a.back() = sa[d];
-        plan.stride_b.back() = sb[d];
-        continue;
-      }
-    }
-    plan.sizes.push_back(out[d]);
-    plan.stride_a.push_back(sa[d]);
-    plan.stride_b.push_back(sb[d]);
-  }
-  if (plan.sizes.empty()) plan = {{1}, {0}, {0}};
-  return plan;
-}
-
-// out = op(a, b) over the broadcast plan. Rows of the innermost dim run in parallel chunks.
-template <typename T, typename Op>
-void broadcast_kernel(const T* a, const T* b, T* out, const BroadcastPlan& plan, const Op& op) {
-  const size_t ndim = plan.sizes.size();
-  const int64_t inner = plan.sizes.back(), ia = plan.stride_a.back(), ib = plan.stride_b.back();
-  int64_t rows = 1;
-  for (size_t d = 0; d + 1 < ndim; ++d) rows *= plan.sizes[d];
-  detail::parallel_for(rows, detail::ceil_div(detail::kElementwiseGrain, inner), [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      int64_t offset_a = 0, offset_b = 0;
-      for (int64_t d = static_cast<int64_t>(ndim) - 2, rest = row; d >= 0; --d) {
-        const int64_t index = rest % plan.sizes[d];
-        rest /= plan.sizes[d];
-        offset_a += index * plan.stride_a[d];
-        offset_b += index * plan.stride_b[d];
-      }
-      const T* pa = a + offset_a;
-      const T* pb = b + offset_b;
-      T* po = out + row * inner;
-      // The three common inner patterns get loops the compiler can vectorise.
-      if (ia == 1 && ib == 1) {
-        for (int64_t i = 0; i < inner; ++i) po[i] = op(pa[i], pb[i]);
-      } else if (ia == 1 && ib == 0) {
-        const T vb = *pb;
-        for (int64_t i = 0; i < inner; ++i) po[i] = op(pa[i], vb);
-      } else if (ia == 0 && ib == 1) {
-        const T va = *pa;
-        for (int64_t i = 0; i < inner; ++i) po[i] = op(va, pb[i]);
-      } else {
-        for (int64_t i = 0; i < inner; ++i) po[i] = op(pa[i * ia], pb[i * ib]);
-      }
-    }
-  });
-}
-
 template <typename Op>
 Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op_name, const Op& op) {
   check(a.defined() && b.defined(), op_name, "undefined tensor operand");
@@ -113,9 +38,9 @@ Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op_name, c
   const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), op_name);
   Tensor out = make_tensor(out_shape, a.dtype(), op_name);
   if (out.numel() == 0) return out;
-  const BroadcastPlan plan = make_plan(a.shape(), b.shape(), out_shape);
+  const auto plan = detail::make_plan<2>({a.shape(), b.shape()}, out_shape);
   detail::dispatch_floating(op_name, a.dtype(), [&]<typename T>() {
-    broadcast_kernel<T>(a.data<T>(), b.data<T>(), out.mutable_data<T>(), plan, op);
+    detail::broadcast_kernel(out.mutable_data<T>(), plan, op, a.data<T>(), b.data<T>());
   });
   return out;
 }
@@ -128,11 +53,10 @@ namespace detail {
 Tensor broadcast_to(const Tensor& x, const Shape& shape, double scale) {
   Tensor out = make_tensor(shape, x.dtype());
   if (out.numel() == 0) return out;
-  const BroadcastPlan plan = make_plan(x.shape(), x.shape(), shape);
+  const auto plan = make_plan<1>({x.shape()}, shape);
   dispatch_floating("broadcast_to", x.dtype(), [&]<typename T>() {
     const T factor = static_cast<T>(scale);
-    broadcast_kernel<T>(x.data<T>(), x.data<T>(), out.mutable_data<T>(), plan,
-                        [factor](T value, T) { return value * factor; });
+    broadcast_kernel(out.mutable_data<T>(), plan, [factor](T value) { return value * factor; }, x.data<T>());
   });
   return out;
 }

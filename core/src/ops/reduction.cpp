@@ -1,4 +1,4 @@
-// Reductions: sum, mean, var over a list of dims, and sum_to for broadcast gradients.
+// Reductions: sum, mean, var and std over a list of dims, and sum_to for broadcast gradients.
 //
 // Every reduction is brought to one shape, a contiguous [A, R, B] (keep A, reduce R, keep B),
 // and summed by one deterministic kernel. Reduced dims that are not adjacent are first made
@@ -6,6 +6,7 @@
 #include "ops/reduction.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "autograd/node.hpp"
 #include "ops/elementwise.hpp"
@@ -129,32 +130,62 @@ Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
   return detail::scaled_sum(*this, dims, keepdim, /*average=*/true, "mean", "MeanBackward");
 }
 
-// var = Σ (x - mean)² / (n - unbiased), two passes over x: subtracting the mean before squaring
-// avoids the cancellation of E[x²] - E[x]² when |mean| >> std.
-Tensor Tensor::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim) const {
-  check(defined(), "var", "undefined tensor");
-  detail::check_dtype<detail::FloatingDTypes>("var", dtype());
-  const detail::ReductionPlan plan = detail::plan_reduction(shape(), dims, keepdim, "var");
-  const detail::ReductionPlan keep_plan = detail::plan_reduction(shape(), dims, /*keepdim=*/true, "var");
+// var = Σ (x - mean)² / max(n - correction, 0), two passes over x: subtracting the mean before
+// squaring avoids the cancellation of E[x²] - E[x]² when |mean| >> std. std is its square root, one
+// node of its own so that its gradient at std = 0 is 0 (PyTorch's std_backward), not 0 · ∞.
+Tensor Tensor::variance(const std::vector<int64_t>& dims, double correction, bool keepdim,
+                        bool standard_deviation) const {
+  const Tensor& x = *this;
+  const char* op = standard_deviation ? "std" : "var";
+  check(x.defined(), op, "undefined tensor");
+  detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
+  check(!std::isnan(correction), op, "correction must be a number, got NaN");
+  const detail::ReductionPlan plan = detail::plan_reduction(x.shape(), dims, keepdim, op);
+  const detail::ReductionPlan keep_plan = detail::plan_reduction(x.shape(), dims, /*keepdim=*/true, op);
   // PyTorch's max(n - correction, 0): n - 1 = 0 gives 0/0 = nan, and so does n = 0 (where n - 1
   // would turn 0/0 into -0).
-  const double divisor = std::max(0.0, static_cast<double>(plan.R) - (unbiased ? 1.0 : 0.0));
+  const double divisor = std::max(0.0, static_cast<double>(plan.R) - correction);
   Tensor diff;
   {
     NoGradGuard no_grad;
-    const Tensor mean = detail::run_reduction(*this, keep_plan, 1.0 / static_cast<double>(plan.R));
-    diff = *this - mean;
+    const Tensor mean = detail::run_reduction(x, keep_plan, 1.0 / static_cast<double>(plan.R));
+    diff = x - mean;
   }
   const Tensor squared = detail::map(diff, [](auto v) { return v * v; });
   Tensor out = detail::run_reduction(squared, plan, 1.0 / divisor);
-  if (autograd::needs_grad(*this))
-    autograd::record(out, "VarBackward", {*this},
-                     [diff, keepdim_shape = plan.keepdim_shape, divisor](const Tensor& g, autograd::GradInputs& grads) {
-                       // d var / d x_i = 2 (x_i - mean) / divisor  (the mean's own gradient sums to 0)
-                       const Tensor spread = detail::broadcast_to(make_view(g, keepdim_shape), diff.shape(), 2.0 / divisor);
-                       grads.set(0, detail::map2(spread, diff, [](auto s, auto d) { return s * d; }));
+  if (standard_deviation) out = detail::map(out, [](auto v) { return std::sqrt(v); });
+  if (!autograd::needs_grad(x)) return out;
+  // d var / d x_i = 2 (x_i - mean) / divisor  (the mean's own gradient sums to 0)
+  const auto spread_over_diff = [diff, keepdim_shape = plan.keepdim_shape](const Tensor& g_var, double divisor) {
+    const Tensor spread = detail::broadcast_to(make_view(g_var, keepdim_shape), diff.shape(), 2.0 / divisor);
+    return detail::map2(spread, diff, [](auto s, auto d) { return s * d; });
+  };
+  if (standard_deviation)
+    autograd::record(out, "StdBackward", {x},
+                     [spread_over_diff, saved_std = autograd::SavedTensor(out), divisor](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       // d std = d var / (2 std), and 0 where std = 0
+                       const Tensor g_var = detail::map2(g, grads.unpack(saved_std), [](auto gv, auto sv) {
+                         return sv == 0 ? decltype(gv)(0) : gv / (sv + sv);
+                       });
+                       grads.set(0, spread_over_diff(g_var, divisor));
+                     });
+  else
+    autograd::record(out, "VarBackward", {x},
+                     [spread_over_diff, divisor](const Tensor& g, autograd::GradInputs& grads) {
+                       grads.set(0, spread_over_diff(g, divisor));
                      });
   return out;
+}
+
+Tensor Tensor::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim) const {
+  return variance(dims, unbiased ? 1.0 : 0.0, keepdim, /*standard_deviation=*/false);
+}
+
+Tensor Tensor::std() const { return std(std::vector<int64_t>{}, true, false); }
+
+Tensor Tensor::std(const std::vector<int64_t>& dims, bool unbiased, bool keepdim) const {
+  return variance(dims, unbiased ? 1.0 : 0.0, keepdim, /*standard_deviation=*/true);
 }
 
 }  // namespace tg

@@ -20,7 +20,8 @@
 // the same architecture built with tapegrad (float64 files load into float32 models and back,
 // converted as PyTorch's load_state_dict does). The optimizer's per-parameter state is stored as
 // "optimizer.<state name>.<parameter name>" ("optimizer.momentum_buffer.0.weight"), its parameter
-// groups (options and parameter names), its step count and the scheduler's last_epoch and base_lrs
+// groups (options and parameter names), its step count and the scheduler's last_epoch, base_lrs (and
+// ReduceLROnPlateau's counters)
 // in the header's __metadata__ under "tapegrad.*" (io/src/optimizer_state.hpp has the layout).
 // Files of format version 1 (SGD with one group) still load. The global random generator is not
 // part of a checkpoint: reseed with tg::manual_seed when resuming code that draws random numbers.

@@ -17,3 +17,5 @@
 #include "tapegrad/nn/module_list.hpp"
 #include "tapegrad/nn/rms_norm.hpp"
 #include "tapegrad/nn/sequential.hpp"
+// Issue 14, part A: Dropout (the activations are in activation.hpp above).
+#include "tapegrad/nn/dropout.hpp"

@@ -1,6 +1,9 @@
 // Activation modules.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "tapegrad/nn/module.hpp"
 
 namespace tg::nn {
@@ -9,6 +12,41 @@ namespace tg::nn {
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override;
+};
+
+// GELU(x) = x Φ(x), with approximate = "none" (erf, exact) or "tanh", as nn.GELU.
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none");  // tg::Error for any other string
+  Tensor forward(const Tensor& x) override;
+  std::string approximate;
+};
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+// 1 / (1 + e^−x) elementwise.
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+// Returns its input; a placeholder where a model takes a module (nn.Identity).
+class Identity : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+// Merges dims start_dim..end_dim (negative dims count from the end) into one, as nn.Flatten:
+// [N, C, H, W] -> [N, C·H·W] by default. A view of the input, like reshape.
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1);
+  Tensor forward(const Tensor& x) override;
+  int64_t start_dim;
+  int64_t end_dim;
 };
 
 }  // namespace tg::nn

@@ -22,6 +22,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
 // max(x, 0); the backward masks by the saved output   (node ReluBackward)
 Tensor relu(const Tensor& x);
+// x Φ(x): approximate "none" (erf) or "tanh"; one fused pass forward and backward   (node GeluBackward)
+Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+Tensor tanh(const Tensor& x);     // backward from the saved output: g (1 − y²)   (node TanhBackward)
+Tensor sigmoid(const Tensor& x);  // backward from the saved output: g (1 − y) y   (node SigmoidBackward)
+// In training, zeroes each element with probability p and scales the others by 1/(1 − p), with
+// PyTorch's mask for the same seed (`generator`, or the default one when null); identity when not
+// training or p = 0, zeros when p = 1. The backward multiplies by the saved mask   (DropoutBackward)
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, Generator* generator = nullptr);
 
 // x: [..., *normalized_shape]; weight/bias: normalized_shape or absent   (node LayerNormBackward)
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -22,13 +23,18 @@
 
 namespace tg::optim {
 
-// A hyper-parameter as PyTorch's param_groups hold it: a number (lr, momentum) or a flag (nesterov).
-using OptionValue = std::variant<double, bool>;
+// A hyper-parameter as PyTorch's param_groups hold it: a number (lr, momentum), a flag (nesterov)
+// or a tuple of numbers (Adam's betas).
+using OptionValue = std::variant<double, bool, std::vector<double>>;
 using OptionValues = std::map<std::string, OptionValue>;
 
 // The named state tensors of one parameter (SGD: "momentum_buffer"), each of its parameter's shape
-// and dtype.
+// and dtype, except "step" (kStepState).
 using ParamState = std::map<std::string, Tensor>;
+
+// The state "step" of Adam, AdamW, RMSprop and Adagrad: how many updates this parameter received,
+// a 0-d float64 tensor (PyTorch keeps a float32 one, which stops counting at 2^24 steps).
+inline constexpr const char* kStepState = "step";
 
 // One entry of state_dict().param_groups: the group's hyper-parameters by PyTorch's names and its
 // parameters as indices into Optimizer::parameters().
@@ -72,6 +78,13 @@ class Optimizer {
   double lr(size_t group = 0) const;
   void set_lr(double lr);                // every group: what learning-rate schedulers call
   void set_lr(size_t group, double lr);  // lr must be finite and >= 0
+
+  // The momentum that cyclic schedules (OneCycleLR) drive, as PyTorch's reads it: the group's
+  // "momentum" (SGD, RMSprop) or the first of its "betas" (Adam, AdamW). has_momentum() is false
+  // for an optimizer with neither (Adagrad); the others then throw tg::Error.
+  bool has_momentum() const;
+  double momentum(size_t group) const;
+  void set_momentum(size_t group, double momentum);  // validated like the group's other options
 
   int64_t step_count() const { return step_count_; }  // calls to step() so far
   // The state of parameter `index` of parameters(): empty until its first update. These are the
@@ -119,6 +132,59 @@ class Optimizer {
   std::vector<size_t> group_sizes_;  // how many of params_ each group holds
   std::vector<ParamState> state_;    // state_[i] belongs to params_[i]
   int64_t step_count_ = 0;
+};
+
+// The part of every optimizer that only depends on its options struct: the groups' options, typed,
+// and add_param_group. Options must have an `lr`; the derived class validates and names them.
+template <typename Options>
+class OptimizerWithOptions : public Optimizer {
+ public:
+  // A new group with its own options (PyTorch: optimizer.add_param_group({"params": ..., "lr": ...})),
+  // or with the constructor's. Its parameters must be in no group yet.
+  void add_param_group(std::vector<Tensor> params, Options options) {
+    check_options(options);
+    add_group(std::move(params));
+    group_options_.push_back(options);
+  }
+  void add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }
+
+  const Options& defaults() const { return defaults_; }
+  const Options& options(size_t group = 0) const {
+    check_group_index(group);
+    return group_options_[group];
+  }
+  void set_options(size_t group, Options options) {  // validated like the constructor's
+    check_group_index(group);
+    check_options(options);
+    group_options_[group] = options;
+  }
+
+ protected:
+  // `options` must be valid: the derived constructor passes them through its check first.
+  OptimizerWithOptions(const char* name, std::vector<Tensor> params, Options options)
+      : Optimizer(name, std::move(params)), defaults_(options), group_options_{options} {}
+
+  // Throws tg::Error naming the first invalid option.
+  virtual void check_options(const Options& options) const = 0;
+  // The options from their PyTorch names; throws tg::Error as check_group_options promises.
+  virtual Options parse_options(const OptionValues& values) const = 0;
+  virtual OptionValues option_values(const Options& options) const = 0;
+
+ private:
+  void check_group_index(size_t group) const {
+    check(group < group_options_.size(), name(), "expected a parameter group index below ", group_options_.size(),
+          ", got ", group);
+  }
+  OptionValues group_options(size_t group) const override { return option_values(group_options_[group]); }
+  void check_group_options(const OptionValues& values) const override { parse_options(values); }
+  void set_group_options(size_t group, const OptionValues& values) override {
+    group_options_[group] = parse_options(values);
+  }
+  double group_lr(size_t group) const override { return group_options_[group].lr; }
+  void set_group_lr(size_t group, double lr) override { group_options_[group].lr = lr; }
+
+  Options defaults_;
+  std::vector<Options> group_options_;  // one per parameter group
 };
 
 }  // namespace tg::optim

@@ -1,0 +1,129 @@
+// Ops that pick each output element from one of their inputs: maximum, minimum, where and
+// masked_fill, with broadcasting. The gradient goes to the input that was picked, with PyTorch's
+// convention at ties (derivatives.yaml): maximum and minimum give half to each side.
+#include "autograd/node.hpp"
+#include "ops/broadcast.hpp"
+#include "ops/elementwise.hpp"
+#include "ops/reduction.hpp"
+
+namespace tg {
+namespace {
+
+// The output gradient where `mask` is `keep_where` and 0 elsewhere; mask broadcasts to g. Not recorded.
+Tensor gradient_where(const Tensor& mask, bool keep_where, const Tensor& g) {
+  return detail::dispatch_floating("where", g.dtype(), [&]<typename T>() {
+    return detail::broadcast_map<T, bool, T>(
+        g.shape(), [keep_where](bool m, T gv) { return m == keep_where ? gv : T(0); }, mask, g);
+  });
+}
+
+// --- maximum / minimum -------------------------------------------------------------------------
+
+// The larger (smaller) of x and y, NaN when either is NaN.
+template <bool Larger, typename T>
+T pick(T x, T y) {
+  if (x != x) return x;  // NaN: only floats differ from themselves
+  if (y != y) return y;
+  return (Larger ? x < y : y < x) ? y : x;
+}
+
+// The share of the output gradient that p gets against q when the larger one wins: all of it
+// when p > q, none when p < q, half at a tie; and all of it when either is NaN (both get it,
+// as in PyTorch, since neither p == q nor p < q holds).
+template <typename T>
+T winner_share(T p, T q) {
+  return p == q ? T(0.5) : (p < q ? T(0) : T(1));
+}
+
+template <bool Larger>
+Tensor pick_elementwise(const Tensor& a, const Tensor& b, const char* op, const char* node_name) {
+  check(a.defined() && b.defined(), op, "undefined tensor operand");
+  const DType common = detail::promote_types(a.dtype(), b.dtype());
+  check(common != kBool, op, "not implemented for two bool tensors (use logical ops)");
+  // Recorded conversions: a promoted operand gets its gradient back in its own dtype.
+  const Tensor lhs = a.to(common), rhs = b.to(common);
+  const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = detail::dispatch<detail::DTypes<kFloat32, kFloat64, kInt64>>(op, common, [&]<typename T>() {
+    return detail::broadcast_map<T, T, T>(out_shape, [](T x, T y) { return pick<Larger>(x, y); }, lhs, rhs);
+  });
+  if (autograd::needs_grad(lhs, rhs))
+    autograd::record(out, node_name, {lhs, rhs},
+                     [node_name, saved_a = autograd::SavedTensor(lhs), saved_b = autograd::SavedTensor(rhs)](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor &a = grads.unpack(saved_a), &b = grads.unpack(saved_b);
+                       // maximum: a's share is winner_share(a, b); minimum: the smaller wins, so
+                       // a's share is winner_share(b, a). b's share mirrors a's.
+                       const auto share = [&](const Tensor& p, const Tensor& q) {
+                         return detail::dispatch_floating(node_name, g.dtype(), [&]<typename T>() {
+                           return detail::broadcast_map<T, T, T, T>(
+                               g.shape(), [](T gv, T pv, T qv) { return gv * winner_share(pv, qv); }, g, p, q);
+                         });
+                       };
+                       if (grads.needed(0))
+                         grads.set(0, detail::sum_to(Larger ? share(a, b) : share(b, a), a.shape()));
+                       if (grads.needed(1))
+                         grads.set(1, detail::sum_to(Larger ? share(b, a) : share(a, b), b.shape()));
+                     });
+  return out;
+}
+
+}  // namespace
+
+Tensor Tensor::maximum(const Tensor& other) const {
+  return pick_elementwise<true>(*this, other, "maximum", "MaximumBackward");
+}
+Tensor Tensor::minimum(const Tensor& other) const {
+  return pick_elementwise<false>(*this, other, "minimum", "MinimumBackward");
+}
+Tensor maximum(const Tensor& a, const Tensor& b) { return a.maximum(b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return a.minimum(b); }
+
+// --- where / masked_fill -----------------------------------------------------------------------
+
+// out = condition ? a : b, all three broadcast together; a and b promoted to a common dtype.
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  check(condition.defined() && a.defined() && b.defined(), "where", "undefined tensor operand");
+  check(condition.dtype() == kBool, "where", "expected a bool condition, got ", condition.dtype());
+  const DType common = detail::promote_types(a.dtype(), b.dtype());
+  const Tensor lhs = a.to(common), rhs = b.to(common);
+  const Shape out_shape =
+      broadcast_shapes(condition.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
+  Tensor out = detail::dispatch_all("where", common, [&]<typename T>() {
+    return detail::broadcast_map<T, bool, T, T>(
+        out_shape, [](bool c, T x, T y) { return c ? x : y; }, condition, lhs, rhs);
+  });
+  if (autograd::needs_grad(lhs, rhs))
+    autograd::record(out, "WhereBackward", {lhs, rhs},
+                     [saved_condition = autograd::SavedTensor(condition), sa = a.shape(), sb = b.shape()](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor& condition = grads.unpack(saved_condition);
+                       if (grads.needed(0)) grads.set(0, detail::sum_to(gradient_where(condition, true, g), sa));
+                       if (grads.needed(1)) grads.set(1, detail::sum_to(gradient_where(condition, false, g), sb));
+                     });
+  return out;
+}
+
+// PyTorch's out-of-place masked_fill: x and mask broadcast together, value (rounded to x's dtype)
+// where mask is true. The gradient reaches x where mask is false.
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+  check(defined() && mask.defined(), "masked_fill", "undefined tensor operand");
+  check(mask.dtype() == kBool, "masked_fill", "expected a bool mask, got ", mask.dtype());
+  check(dtype() != kInt64 || (value >= -0x1p63 && value < 0x1p63), "masked_fill", "value ", value,
+        " cannot be converted to int64 without overflow");
+  const Shape out_shape = broadcast_shapes(shape(), mask.shape(), "masked_fill");
+  Tensor out = detail::dispatch_all("masked_fill", dtype(), [&]<typename T>() {
+    const T fill = static_cast<T>(value);
+    return detail::broadcast_map<T, T, bool>(out_shape, [fill](T x, bool m) { return m ? fill : x; }, *this, mask);
+  });
+  if (autograd::needs_grad(*this))
+    autograd::record(out, "MaskedFillBackward", {*this},
+                     [saved_mask = autograd::SavedTensor(mask), in_shape = shape()](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       grads.set(0, detail::sum_to(gradient_where(grads.unpack(saved_mask), false, g), in_shape));
+                     });
+  return out;
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) { return x.masked_fill(mask, value); }
+
+}  // namespace tg

@@ -1,0 +1,74 @@
+// Dropout: the module and its functional form, one fused pass forward and one backward.
+//
+// PyTorch 1.13 on the CPU computes
+//   noise = empty_like(x).bernoulli_(1 − p);  noise /= (1 − p);  return x * noise
+// The forward here draws the same keep/drop decision per element, in the same order from the same
+// generator (one 53-bit double uniform each, kept when below 1 − p, as Tensor::bernoulli_), and
+// multiplies x by the same noise value (1/(1 − p) rounded to x's dtype, or 0) in the same pass; it
+// saves only the 1-byte keep mask, and the backward multiplies by the same noise again.
+#include "tapegrad/nn/dropout.hpp"
+
+#include "autograd/node.hpp"
+#include "ops/broadcast.hpp"
+#include "random_draws.hpp"
+#include "tapegrad/nn/functional.hpp"
+
+namespace tg::nn {
+
+namespace {
+
+void check_probability(double p, const char* op) {
+  check(p >= 0.0 && p <= 1.0, op, "dropout probability has to be between 0 and 1, but got ", p);
+}
+
+// The noise of a kept element, 1 / (1 − p) in T, as `noise /= (1 − p)` computes it on a one.
+template <typename T>
+T kept_noise(double keep_probability) {
+  return T(1) / static_cast<T>(keep_probability);
+}
+
+// g times the noise of `keep`: keep ? 1 / (1 − p) : 0, elementwise; same shapes. Not recorded.
+Tensor times_noise(const Tensor& values, const Tensor& keep, double keep_probability) {
+  return tg::detail::dispatch_floating("dropout", values.dtype(), [&]<typename T>() {
+    const T kept = kept_noise<T>(keep_probability);
+    return tg::detail::broadcast_map<T, T, bool>(
+        values.shape(), [kept](T v, bool k) { return v * (k ? kept : T(0)); }, values, keep);
+  });
+}
+
+}  // namespace
+
+Tensor functional::dropout(const Tensor& x, double p, bool training, Generator* generator) {
+  check(x.defined(), "dropout", "undefined input");
+  check_probability(p, "dropout");
+  tg::detail::check_dtype<tg::detail::FloatingDTypes>("dropout", x.dtype());
+  if (p == 0.0 || !training || x.numel() == 0) return x;
+  if (p == 1.0) return x * 0.0;  // PyTorch: x times a zero scalar (NaN stays NaN), no draws
+  const double keep_probability = 1.0 - p;
+  Tensor keep = make_tensor(x.shape(), kBool, "dropout");
+  Tensor out = make_tensor(x.shape(), x.dtype(), "dropout");
+  tg::detail::dispatch_floating("dropout", x.dtype(), [&]<typename T>() {
+    const T kept = kept_noise<T>(keep_probability);
+    const T* in = x.data<T>();
+    bool* keep_mask = keep.mutable_data<bool>();
+    T* result = out.mutable_data<T>();
+    // Sequential: each element's draw is the next word pair of one generator stream.
+    tg::detail::LockedGenerator draws(generator);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      keep_mask[i] = draws.uniform<double>(0.0, 1.0) < keep_probability;
+      result[i] = in[i] * (keep_mask[i] ? kept : T(0));
+    }
+  });
+  if (autograd::needs_grad(x))
+    autograd::record(out, "DropoutBackward", {x},
+                     [keep, keep_probability](const Tensor& g, autograd::GradInputs& grads) {
+                       grads.set(0, times_noise(g, keep, keep_probability));
+                     });
+  return out;
+}
+
+Dropout::Dropout(double p, Generator* generator) : p(p), generator(generator) { check_probability(p, "Dropout"); }
+
+Tensor Dropout::forward(const Tensor& x) { return functional::dropout(x, p, is_training(), generator); }
+
+}  // namespace tg::nn

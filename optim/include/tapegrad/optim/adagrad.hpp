@@ -1,0 +1,48 @@
+// tg::optim::Adagrad — per-coordinate step sizes from the sum of all squared gradients, exactly
+// torch.optim.Adagrad's single-tensor update (PyTorch 1.13), step t counted per parameter:
+//
+//   g = maximize ? -grad : grad
+//   g = g + weight_decay * p
+//   clr = lr / (1 + (t - 1) * lr_decay)
+//   sum = sum + g * g              state "sum", starting at initial_accumulator_value
+//   p = p - clr * g / (sqrt(sum) + eps)
+//
+//   tg::optim::Adagrad opt(model.parameters(), {.lr = 0.1, .initial_accumulator_value = 0.1});
+//
+// One fused pass over memory per parameter; the stored gradient is never modified.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tapegrad/optim/optimizer.hpp"
+
+namespace tg::optim {
+
+// Declared in PyTorch's keyword order, so that designated initialisers read like its arguments.
+struct AdagradOptions {
+  double lr = 1e-2;
+  double lr_decay = 0.0;  // the lr of step t is lr / (1 + (t - 1) * lr_decay)
+  double weight_decay = 0.0;
+  double initial_accumulator_value = 0.0;
+  double eps = 1e-10;
+  bool maximize = false;
+};
+
+class Adagrad : public OptimizerWithOptions<AdagradOptions> {
+ public:
+  // Rejects what PyTorch rejects — any option < 0 — and NaN or an infinity, with a tg::Error naming
+  // the option and the value.
+  Adagrad(std::vector<Tensor> params, AdagradOptions options = {});
+
+ private:
+  // A parameter's "sum" starts at its group's initial_accumulator_value on its first update
+  // (PyTorch fills it when the optimizer is built; the values are the same).
+  void update(size_t group, Tensor& param, const Tensor& grad, ParamState& state) override;
+  void check_options(const AdagradOptions& options) const override;
+  AdagradOptions parse_options(const OptionValues& values) const override;
+  OptionValues option_values(const AdagradOptions& options) const override;
+  std::vector<std::string> state_names() const override;
+};
+
+}  // namespace tg::optim
