@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "io/file.hpp"
+#include "generator_state.hpp"
 #include "optimizer_state.hpp"
 #include "safetensors.hpp"
 #include "tapegrad/autograd.hpp"
@@ -87,7 +88,7 @@ std::vector<Tensor> matching_values(nn::Module& model, const detail::Safetensors
   }
   // As PyTorch's strict load_state_dict: a tensor the model has no place for is an error.
   for (const auto& [name, tensor] : contents.tensors)
-    check(known.count(name) > 0 || detail::is_optimizer_tensor(name), "load", "'", path, "' has a tensor '", name,
+    check(known.count(name) > 0 || detail::is_optimizer_tensor(name) || detail::is_generator_tensor(name), "load", "'", path, "' has a tensor '", name,
           "' (shape ", tensor.shape(), ") that the model has no parameter for");
   return values;
 }
@@ -109,11 +110,12 @@ void check_naming_file(const std::string& path, Check check_state) {
 }
 
 void save_checkpoint(nn::Module& model, const optim::Optimizer* optimizer, const optim::LRScheduler* scheduler,
-                     const std::string& path) try {
+                     const std::string& path, const CheckpointOptions& options) try {
   detail::NamedTensors tensors = model.named_parameters();
   detail::Metadata metadata = {{kVersionKey, std::to_string(kCheckpointFormatVersion)}};
   if (optimizer) detail::encode_optimizer_state(model, *optimizer, tensors, metadata);
   if (scheduler) detail::encode_scheduler_state(*scheduler, metadata);
+  detail::encode_generator_states(options.generators, tensors);
   check_names(tensors, "save");
   detail::write_file_atomically(path, detail::encode_safetensors(tensors, metadata, "save"), "save");
 } catch (const std::bad_alloc&) {
@@ -122,7 +124,7 @@ void save_checkpoint(nn::Module& model, const optim::Optimizer* optimizer, const
 
 // Checks the model's, the optimizer's and the scheduler's part of the file before changing any of them.
 void load_checkpoint(nn::Module& model, optim::Optimizer* optimizer, optim::LRScheduler* scheduler,
-                     const std::string& path) try {
+                     const std::string& path, const CheckpointOptions& options) try {
   const detail::SafetensorsContents contents = read_checkpoint(path);
   const std::vector<Tensor> values = matching_values(model, contents, path);
   optim::OptimizerStateDict optimizer_state;
@@ -135,34 +137,44 @@ void load_checkpoint(nn::Module& model, optim::Optimizer* optimizer, optim::LRSc
     scheduler_state = detail::decode_scheduler_state(*scheduler, contents, path);
     check_naming_file(path, [&] { scheduler->check_state_dict(scheduler_state); });
   }
+  const std::vector<GeneratorState> generator_states =
+      options.generators.empty() ? std::vector<GeneratorState>()
+                                 : detail::decode_generator_states(options.generators, contents, path);
   assign(model, values);
   if (optimizer) optimizer->load_state_dict(optimizer_state);
   if (scheduler) scheduler->load_state_dict(scheduler_state);
+  for (size_t k = 0; k < generator_states.size(); ++k) options.generators[k]->set_state(generator_states[k]);
 } catch (const std::bad_alloc&) {
   out_of_memory("load", path);
 }
 
 }  // namespace
 
-void save(nn::Module& model, const std::string& path) { save_checkpoint(model, nullptr, nullptr, path); }
-
-void load(nn::Module& model, const std::string& path) { load_checkpoint(model, nullptr, nullptr, path); }
-
-void save(nn::Module& model, const optim::Optimizer& optimizer, const std::string& path) {
-  save_checkpoint(model, &optimizer, nullptr, path);
+void save(nn::Module& model, const std::string& path, const CheckpointOptions& options) {
+  save_checkpoint(model, nullptr, nullptr, path, options);
 }
 
-void load(nn::Module& model, optim::Optimizer& optimizer, const std::string& path) {
-  load_checkpoint(model, &optimizer, nullptr, path);
+void load(nn::Module& model, const std::string& path, const CheckpointOptions& options) {
+  load_checkpoint(model, nullptr, nullptr, path, options);
+}
+
+void save(nn::Module& model, const optim::Optimizer& optimizer, const std::string& path,
+          const CheckpointOptions& options) {
+  save_checkpoint(model, &optimizer, nullptr, path, options);
+}
+
+void load(nn::Module& model, optim::Optimizer& optimizer, const std::string& path, const CheckpointOptions& options) {
+  load_checkpoint(model, &optimizer, nullptr, path, options);
 }
 
 void save(nn::Module& model, const optim::Optimizer& optimizer, const optim::LRScheduler& scheduler,
-          const std::string& path) {
-  save_checkpoint(model, &optimizer, &scheduler, path);
+          const std::string& path, const CheckpointOptions& options) {
+  save_checkpoint(model, &optimizer, &scheduler, path, options);
 }
 
-void load(nn::Module& model, optim::Optimizer& optimizer, optim::LRScheduler& scheduler, const std::string& path) {
-  load_checkpoint(model, &optimizer, &scheduler, path);
+void load(nn::Module& model, optim::Optimizer& optimizer, optim::LRScheduler& scheduler, const std::string& path,
+          const CheckpointOptions& options) {
+  load_checkpoint(model, &optimizer, &scheduler, path, options);
 }
 
 }  // namespace tg

@@ -63,7 +63,7 @@ std::vector<std::string> parameter_names(nn::Module& model, const optim::Optimiz
   std::vector<std::string> names;
   for (size_t i = 0; i < optimizer.parameters().size(); ++i) {
     const Tensor& p = optimizer.parameters()[i];
-    auto it = std::find_if(named.begin(), named.end(), [&](const auto& entry) { return tg::detail::impl_of(entry.second) == tg::detail::impl_of(p); });
+    auto it = std::find_if(named.begin(), named.end(), [&](const auto& entry) { return entry.second.is_same(p); });
     check(it != named.end(), op, "the optimizer's parameter ", i, " (shape ", p.shape(),
           ") is not a parameter of the model (was the optimizer built before model.to()?)");
     names.push_back(it->first);

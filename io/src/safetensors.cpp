@@ -10,6 +10,7 @@
 #include "crc32c.hpp"
 #include "dispatch.hpp"
 #include "json_header.hpp"
+#include "tensor_impl.hpp"
 
 namespace tg::detail {
 

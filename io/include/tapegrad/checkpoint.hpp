@@ -23,11 +23,21 @@
 // groups (options and parameter names), its step count and the scheduler's last_epoch, base_lrs (and
 // ReduceLROnPlateau's counters)
 // in the header's __metadata__ under "tapegrad.*" (io/src/optimizer_state.hpp has the layout).
-// Files of format version 1 (SGD with one group) still load. The global random generator is not
-// part of a checkpoint: reseed with tg::manual_seed when resuming code that draws random numbers.
+// Files of format version 1 (SGD with one group) still load.
+//
+// Random generators are saved only when listed in the options, and restored into the generators
+// the load lists (as many as were saved, in the same order), so that a resumed run draws the same
+// dropout masks and shuffles as one that never stopped:
+//
+//   const tg::CheckpointOptions rng = {.generators = {&tg::default_generator(), &shuffle_generator}};
+//   tg::save(model, optimizer, scheduler, "run.safetensors", rng);
+//   tg::load(model, optimizer, scheduler, "run.safetensors", rng);
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "tapegrad/generator.hpp"
 
 #include "tapegrad/nn/module.hpp"
 #include "tapegrad/optim/lr_scheduler.hpp"
@@ -41,12 +51,23 @@ namespace tg {
 // still load.
 inline constexpr int kCheckpointFormatVersion = 3;
 
-void save(nn::Module& model, const std::string& path);
-void load(nn::Module& model, const std::string& path);
-void save(nn::Module& model, const optim::Optimizer& optimizer, const std::string& path);
-void load(nn::Module& model, optim::Optimizer& optimizer, const std::string& path);
+// What a checkpoint carries beside the model, the optimizer and the scheduler.
+struct CheckpointOptions {
+  // Saved as "generator.0", "generator.1", ... (their full state, bit for bit); a load restores
+  // them only when it lists as many generators as the file holds, and leaves every generator
+  // alone when it lists none.
+  std::vector<Generator*> generators;
+};
+
+void save(nn::Module& model, const std::string& path, const CheckpointOptions& options = {});
+void load(nn::Module& model, const std::string& path, const CheckpointOptions& options = {});
+void save(nn::Module& model, const optim::Optimizer& optimizer, const std::string& path,
+          const CheckpointOptions& options = {});
+void load(nn::Module& model, optim::Optimizer& optimizer, const std::string& path,
+          const CheckpointOptions& options = {});
 void save(nn::Module& model, const optim::Optimizer& optimizer, const optim::LRScheduler& scheduler,
-          const std::string& path);
-void load(nn::Module& model, optim::Optimizer& optimizer, optim::LRScheduler& scheduler, const std::string& path);
+          const std::string& path, const CheckpointOptions& options = {});
+void load(nn::Module& model, optim::Optimizer& optimizer, optim::LRScheduler& scheduler, const std::string& path,
+          const CheckpointOptions& options = {});
 
 }  // namespace tg
