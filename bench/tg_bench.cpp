@@ -208,11 +208,11 @@ bench::Runner adamw_step(bench::ToolkitShape shape) {
   struct State {
     tg::Tensor param;
     tg::optim::AdamW optimizer;
+    explicit State(const tg::Tensor& p) : param(p), optimizer({p}, {.lr = 1e-3, .weight_decay = 1e-2}) {}
   };
   tg::Tensor param = tg::randn({shape.rows, shape.cols}).requires_grad_();
   param.set_grad(tg::randn({shape.rows, shape.cols}));
-  auto s = std::make_shared<State>(param, std::vector<tg::Tensor>{param},
-                                   tg::optim::AdamWOptions{.lr = 1e-3, .weight_decay = 1e-2});
+  auto s = std::make_shared<State>(param);
   return {[s] { s->optimizer.step(); }, [s] { return all_finite(s->param); }};
 }
 

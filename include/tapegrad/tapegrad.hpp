@@ -24,5 +24,4 @@
 #include "tapegrad/tensor.hpp"
 #include "tapegrad/nn.hpp"
 #include "tapegrad/optim.hpp"
-#include "tapegrad/nn/clip_grad.hpp"  // tg::nn::utils: gradient clipping, used beside the optimizers
 #include "tapegrad/checkpoint.hpp"

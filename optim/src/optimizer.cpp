@@ -21,7 +21,7 @@ void Optimizer::add_group(std::vector<Tensor> params) {
     // Quadratic, but parameter lists are short and this runs once per group.
     for (size_t k = 0; k < i; ++k) {
       const Tensor& earlier = k < params_.size() ? params_[k] : params[k - params_.size()];
-      check(tg::detail::impl_of(earlier) != tg::detail::impl_of(param), name_, "parameter ", i, " (shape ", param.shape(),
+      check(!earlier.is_same(param), name_, "parameter ", i, " (shape ", param.shape(),
             ") is the same tensor as parameter ", k, "; each parameter must be listed once, in one group");
     }
   }

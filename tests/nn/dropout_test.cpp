@@ -53,11 +53,11 @@ TEST_CASE("Dropout follows train() and eval(); p = 0 and p = 1 as PyTorch", "[dr
   tg::nn::Dropout dropout(0.5);
   REQUIRE(dropout.parameters().empty());
   dropout.eval();
-  CHECK(dropout(x).impl() == x.impl());  // evaluation: the input itself, no draws
+  CHECK(dropout(x).is_same(x));  // evaluation: the input itself, no draws
   dropout.train();
-  CHECK(dropout(x).impl() != x.impl());
-  CHECK(F::dropout(x, 0.0).impl() == x.impl());
-  CHECK(F::dropout(x, 0.5, /*training=*/false).impl() == x.impl());
+  CHECK(!dropout(x).is_same(x));
+  CHECK(F::dropout(x, 0.0).is_same(x));
+  CHECK(F::dropout(x, 0.5, /*training=*/false).is_same(x));
   // p = 1: x times 0 (NaN stays NaN, as torch's x * zeros), gradient 0, and no random draws.
   tg::manual_seed(9);
   const Tensor nan_input = tg::tensor({1.0, NAN, -2.0}, {}, tg::kFloat64);
@@ -70,7 +70,7 @@ TEST_CASE("Dropout follows train() and eval(); p = 0 and p = 1 as PyTorch", "[dr
   // Inside a Sequential, eval() reaches it.
   tg::nn::Sequential model(tg::nn::Identity(), tg::nn::Dropout(0.9));
   model.eval();
-  CHECK(model(x).impl() == x.impl());
+  CHECK(model(x).is_same(x));
 }
 
 TEST_CASE("dropout's gradient is the saved mask times 1 / (1 - p)", "[dropout][gradcheck]") {

@@ -7,6 +7,8 @@
 #pragma once
 
 #include "tapegrad/nn/activation.hpp"
+#include "tapegrad/nn/clip_grad.hpp"
+#include "tapegrad/nn/dropout.hpp"
 #include "tapegrad/nn/functional.hpp"
 #include "tapegrad/nn/init.hpp"
 #include "tapegrad/nn/layer_norm.hpp"
@@ -18,4 +20,3 @@
 #include "tapegrad/nn/rms_norm.hpp"
 #include "tapegrad/nn/sequential.hpp"
 // Issue 14, part A: Dropout (the activations are in activation.hpp above).
-#include "tapegrad/nn/dropout.hpp"
