@@ -13,6 +13,7 @@
 #include "dispatch.hpp"
 #include "memory/block_cache.hpp"
 #include "ops/elementwise.hpp"
+#include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 #include "tensor_impl.hpp"
 
@@ -258,7 +259,7 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
 
 // --- conversions ----------------------------------------------------------------------------------
 
-Tensor Tensor::to(DType target) const {
+Tensor Tensor::to(DType target) const try {
   check(defined(), "to", "undefined tensor");
   if (target == dtype()) return *this;
   Tensor out = make_tensor(shape(), target, "to");
@@ -273,20 +274,26 @@ Tensor Tensor::to(DType target) const {
       grads.set(0, g.to(source));
     });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("to");
 }
 
-Tensor Tensor::clone() const {
+Tensor Tensor::clone() const try {
   check(defined(), "clone", "undefined tensor");
   Tensor out = make_tensor(shape(), dtype(), "clone");
   std::memcpy(out.impl()->storage->data, impl()->storage->data, static_cast<size_t>(numel()) * element_size(dtype()));
   if (autograd::needs_grad(*this))
     autograd::record(out, "CloneBackward", {*this}, [](const Tensor& g, autograd::GradInputs& grads) { grads.set(0, g); });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("clone");
 }
 
-Tensor Tensor::detach() const {
+Tensor Tensor::detach() const try {
   check(defined(), "detach", "undefined tensor");
   return make_view(*this, shape());
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("detach");
 }
 
 // --- autograd ---------------------------------------------------------------------------------------

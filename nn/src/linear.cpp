@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "ops/gemm.hpp"
 #include "ops/reduction.hpp"
+#include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 #include "tapegrad/nn/functional.hpp"
 #include "tapegrad/nn/init.hpp"
@@ -45,7 +47,7 @@ void linear_backward(const T* dy, const T* x, const T* weight, T* dx, T* dweight
 
 namespace functional {
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) try {
   check(x.defined() && weight.defined(), "linear", "undefined input or weight");
   check(weight.dim() == 2, "linear", "expected a weight of shape [out, in], got ", weight.shape());
   const int64_t out = weight.size(0), in = weight.size(1);
@@ -88,6 +90,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   else if (!bias.defined() && autograd::needs_grad(x, weight))
     autograd::record(y, "LinearBackward", {x, weight}, std::move(backward));
   return y;
+} catch (const std::bad_alloc&) {
+  tg::detail::throw_out_of_memory("linear");
 }
 
 }  // namespace functional

@@ -3,9 +3,11 @@
 #include "ops/elementwise.hpp"
 
 #include <cmath>
+#include <new>
 
 #include "autograd/node.hpp"
 #include "ops/reduction.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg {
 
@@ -146,7 +148,7 @@ Tensor add_same_shape(const Tensor& a, const Tensor& b) {
 // Broadcasting repeats an input along some dims, so its gradient is the output gradient summed
 // back over those dims (sum_to).
 
-Tensor operator+(const Tensor& a, const Tensor& b) {
+Tensor operator+(const Tensor& a, const Tensor& b) try {
   Tensor out = broadcast_binary(a, b, "add", [](auto x, auto y) { return x + y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "AddBackward", {a, b},
@@ -155,9 +157,11 @@ Tensor operator+(const Tensor& a, const Tensor& b) {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(g, sb));
                      });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("add");
 }
 
-Tensor operator-(const Tensor& a, const Tensor& b) {
+Tensor operator-(const Tensor& a, const Tensor& b) try {
   Tensor out = broadcast_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "SubBackward", {a, b},
@@ -166,9 +170,11 @@ Tensor operator-(const Tensor& a, const Tensor& b) {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(-g, sb));
                      });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("sub");
 }
 
-Tensor operator*(const Tensor& a, const Tensor& b) {
+Tensor operator*(const Tensor& a, const Tensor& b) try {
   Tensor out = broadcast_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "MulBackward", {a, b},
@@ -180,9 +186,11 @@ Tensor operator*(const Tensor& a, const Tensor& b) {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(g * a, b.shape()));
                      });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("mul");
 }
 
-Tensor operator/(const Tensor& a, const Tensor& b) {
+Tensor operator/(const Tensor& a, const Tensor& b) try {
   Tensor out = broadcast_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "DivBackward", {a, b},
@@ -195,6 +203,8 @@ Tensor operator/(const Tensor& a, const Tensor& b) {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(-(g_over_b * a / b), b.shape()));
                      });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("div");
 }
 
 // Scalars become 0-d tensors of the tensor's dtype; the 0-d tensor needs no gradient.
@@ -216,16 +226,18 @@ void check_unary(const Tensor& x, const char* op) {
 }
 }  // namespace
 
-Tensor operator-(const Tensor& x) {
+Tensor operator-(const Tensor& x) try {
   check_unary(x, "neg");
   Tensor out = detail::map(x, [](auto v) { return -v; });
   if (autograd::needs_grad(x))
     autograd::record(out, "NegBackward", {x},
                      [](const Tensor& g, autograd::GradInputs& grads) { grads.set(0, -g); });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("neg");
 }
 
-Tensor Tensor::sqrt() const {
+Tensor Tensor::sqrt() const try {
   check_unary(*this, "sqrt");
   Tensor out = detail::map(*this, [](auto v) { return std::sqrt(v); });
   if (autograd::needs_grad(*this))
@@ -236,6 +248,8 @@ Tensor Tensor::sqrt() const {
       grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return gv / (yv + yv); }));
     });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("sqrt");
 }
 
 namespace {
@@ -250,7 +264,7 @@ T power(T x, T p) {
 }
 }  // namespace
 
-Tensor Tensor::pow(double exponent) const {
+Tensor Tensor::pow(double exponent) const try {
   check_unary(*this, "pow");
   Tensor out = detail::map(*this, [exponent](auto v) { return power(v, static_cast<decltype(v)>(exponent)); });
   if (autograd::needs_grad(*this))
@@ -265,9 +279,11 @@ Tensor Tensor::pow(double exponent) const {
                                  }));
                      });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("pow");
 }
 
-Tensor Tensor::exp() const {
+Tensor Tensor::exp() const try {
   check_unary(*this, "exp");
   Tensor out = detail::map(*this, [](auto v) { return std::exp(v); });
   if (autograd::needs_grad(*this))
@@ -277,9 +293,11 @@ Tensor Tensor::exp() const {
       grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return gv * yv; }));  // d e^x/dx = e^x
     });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("exp");
 }
 
-Tensor Tensor::log() const {
+Tensor Tensor::log() const try {
   check_unary(*this, "log");
   Tensor out = detail::map(*this, [](auto v) { return std::log(v); });
   if (autograd::needs_grad(*this))
@@ -289,9 +307,11 @@ Tensor Tensor::log() const {
       grads.set(0, detail::map2(g, x, [](auto gv, auto xv) { return gv / xv; }));  // d log x/dx = 1/x
     });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("log");
 }
 
-Tensor Tensor::relu() const {
+Tensor Tensor::relu() const try {
   check_unary(*this, "relu");
   // max(x, 0) written as PyTorch's clamp_min: NaN stays NaN and -0 stays -0 (x < 0 is false for both).
   Tensor out = detail::map(*this, [](auto v) { return v < 0 ? decltype(v)(0) : v; });
@@ -304,6 +324,8 @@ Tensor Tensor::relu() const {
       grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return yv <= 0 ? decltype(gv)(0) : gv; }));
     });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("relu");
 }
 
 Tensor sqrt(const Tensor& x) { return x.sqrt(); }

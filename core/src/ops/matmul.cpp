@@ -1,12 +1,15 @@
 // matmul: [..., M, K] x [K, N] -> [..., M, N]; the leading dims of the left operand are batch
 // dims folded into M (what Linear needs). The backward is two more GEMMs.
+#include <new>
+
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "ops/gemm.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg {
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a, const Tensor& b) try {
   check(a.defined() && b.defined(), "matmul", "undefined tensor operand");
   check(a.dim() >= 2 && b.dim() == 2, "matmul", "expected a [..., M, K] tensor times a [K, N] matrix, got ",
         a.shape(), " x ", b.shape());
@@ -41,6 +44,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                        });
                      });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("matmul");
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return tg::matmul(*this, other); }

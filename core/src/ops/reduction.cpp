@@ -6,11 +6,13 @@
 #include "ops/reduction.hpp"
 
 #include <algorithm>
+#include <new>
 
 #include "autograd/node.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/reduction_kernels.hpp"
 #include "ops/shape.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg {
 namespace detail {
@@ -86,7 +88,7 @@ Tensor run_reduction(const Tensor& x, const ReductionPlan& plan, double scale) {
 
 // sum and mean: the same reduction, mean scaled by 1/R; the gradient is spread back evenly.
 Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool average, const char* op,
-                  const char* backward_name) {
+                  const char* backward_name) try {
   check(x.defined(), op, "undefined tensor");
   check_dtype<FloatingDTypes>(op, x.dtype());
   const ReductionPlan plan = plan_reduction(x.shape(), dims, keepdim, op);
@@ -99,6 +101,8 @@ Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdi
                        grads.set(0, broadcast_to(make_view(g, keepdim_shape), in_shape, scale));
                      });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory(op);
 }
 
 }  // namespace
@@ -131,7 +135,7 @@ Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
 
 // var = Σ (x - mean)² / (n - unbiased), two passes over x: subtracting the mean before squaring
 // avoids the cancellation of E[x²] - E[x]² when |mean| >> std.
-Tensor Tensor::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim) const {
+Tensor Tensor::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim) const try {
   check(defined(), "var", "undefined tensor");
   detail::check_dtype<detail::FloatingDTypes>("var", dtype());
   const detail::ReductionPlan plan = detail::plan_reduction(shape(), dims, keepdim, "var");
@@ -155,6 +159,8 @@ Tensor Tensor::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim
                        grads.set(0, detail::map2(spread, diff, [](auto s, auto d) { return s * d; }));
                      });
   return out;
+} catch (const std::bad_alloc&) {
+  detail::throw_out_of_memory("var");
 }
 
 }  // namespace tg
