@@ -108,7 +108,8 @@ Tensor make_tensor(const Shape& shape, DType dtype, const char* op) {
     impl->storage = allocate_storage(bytes);
     return Tensor(std::move(impl));
   } catch (const std::bad_alloc&) {
-    throw Error(detail::concat(op, ": cannot allocate ", bytes, " bytes for a ", dtype, " tensor of shape ", shape));
+    throw detail::OutOfMemoryError(
+        op, detail::concat("cannot allocate ", bytes, " bytes for a ", dtype, " tensor of shape ", shape));
   }
 }
 
@@ -274,8 +275,8 @@ Tensor Tensor::to(DType target) const try {
       grads.set(0, g.to(source));
     });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("to");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("to");
 }
 
 Tensor Tensor::clone() const try {
@@ -285,15 +286,15 @@ Tensor Tensor::clone() const try {
   if (autograd::needs_grad(*this))
     autograd::record(out, "CloneBackward", {*this}, [](const Tensor& g, autograd::GradInputs& grads) { grads.set(0, g); });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("clone");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("clone");
 }
 
 Tensor Tensor::detach() const try {
   check(defined(), "detach", "undefined tensor");
   return make_view(*this, shape());
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("detach");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("detach");
 }
 
 // --- autograd ---------------------------------------------------------------------------------------
@@ -368,6 +369,8 @@ namespace {
 void run_backward_or_throw(const Tensor& root, const Tensor& seed) {
   try {
     autograd::run_backward(root, seed);
+  } catch (const detail::OutOfMemoryError& error) {  // a tensor, or an op called by a node's backward
+    throw detail::OutOfMemoryError("backward", error.what_failed());
   } catch (const std::bad_alloc&) {
     throw Error(detail::concat("backward: out of memory while back-propagating from a tensor of shape ", root.shape()));
   }

@@ -3,7 +3,6 @@
 // (aten/src/ATen/native/Loss.cpp).
 #include <algorithm>
 #include <cmath>
-#include <new>
 
 #include "elementwise_loss.hpp"
 #include "ops/elementwise.hpp"
@@ -104,8 +103,8 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
   });
   return detail::elementwise_loss<BinaryCrossEntropy>(op, "BinaryCrossEntropyBackward",
                                                       {input, target, full_weight, {}}, reduction, NoParams{});
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("binary_cross_entropy");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("binary_cross_entropy");
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
@@ -117,8 +116,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   return detail::elementwise_loss<BinaryCrossEntropyWithLogits>(op, "BinaryCrossEntropyWithLogitsBackward",
                                                                 {input, target, full_weight, full_pos_weight},
                                                                 reduction, NoParams{});
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("binary_cross_entropy_with_logits");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("binary_cross_entropy_with_logits");
 }
 
 }  // namespace tg::nn

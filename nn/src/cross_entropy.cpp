@@ -7,7 +7,6 @@
 // one row lie S apart. Mean reductions follow PyTorch 1.13 (aten/src/ATen/native/LossNLL.cpp).
 #include <algorithm>
 #include <cmath>
-#include <new>
 #include <vector>
 
 #include "autograd/node.hpp"
@@ -364,30 +363,30 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
   const ClassLossArgs args = check_class_targets("cross_entropy", input, target, options.weight, options.ignore_index);
   return class_index_loss("cross_entropy", "CrossEntropyBackward", input, args, options.weight, options.ignore_index,
                           options.reduction, options.label_smoothing, true);
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("cross_entropy");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("cross_entropy");
 }
 
 Tensor cross_entropy(const Tensor& input, const std::vector<int64_t>& target, const CrossEntropyOptions& options) try {
   Tensor classes = make_tensor({static_cast<int64_t>(target.size())}, kInt64, "cross_entropy");
   std::copy(target.begin(), target.end(), classes.mutable_data<int64_t>());
   return cross_entropy(input, classes, options);
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("cross_entropy");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("cross_entropy");
 }
 
 Tensor cross_entropy(const Tensor& input, std::initializer_list<int64_t> target, const CrossEntropyOptions& options) try {
   return cross_entropy(input, std::vector<int64_t>(target), options);
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("cross_entropy");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("cross_entropy");
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) try {
   const ClassLossArgs args = check_class_targets("nll_loss", input, target, options.weight, options.ignore_index);
   return class_index_loss("nll_loss", "NllLossBackward", input, args, options.weight, options.ignore_index,
                           options.reduction, 0.0, false);
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("nll_loss");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("nll_loss");
 }
 
 }  // namespace tg::nn

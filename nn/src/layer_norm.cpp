@@ -4,8 +4,6 @@
 // product of the leading dims); the row kernels, and the maths, are in layer_norm_kernels.cpp.
 #include "tapegrad/nn/layer_norm.hpp"
 
-#include <new>
-
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "layer_norm_kernels.hpp"
@@ -57,8 +55,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                        if (grads.needed(2)) grads.set(2, dbeta);
                      });
   return y;
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("layer_norm");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("layer_norm");
 }
 
 }  // namespace functional

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <new>
 
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
@@ -90,8 +89,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) try {
   else if (!bias.defined() && autograd::needs_grad(x, weight))
     autograd::record(y, "LinearBackward", {x, weight}, std::move(backward));
   return y;
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("linear");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("linear");
 }
 
 }  // namespace functional

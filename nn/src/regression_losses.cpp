@@ -2,7 +2,6 @@
 // d = input − target, each a shape of the loss (its value at d and its slope) run through the
 // shared elementwise forward and backward (elementwise_loss.hpp).
 #include <cmath>
-#include <new>
 
 #include "elementwise_loss.hpp"
 #include "out_of_memory.hpp"
@@ -71,28 +70,28 @@ Tensor difference_loss(const char* op, const char* node, const Tensor& input, co
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) try {
   return difference_loss("mse_loss", "MseLossBackward", input, target, reduction, SquaredError{});
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("mse_loss");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("mse_loss");
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) try {
   return difference_loss("l1_loss", "L1LossBackward", input, target, reduction, AbsoluteError{});
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("l1_loss");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("l1_loss");
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) try {
   check(beta >= 0.0, "smooth_l1_loss", "beta must be non-negative, got ", beta);
   return difference_loss("smooth_l1_loss", "SmoothL1LossBackward", input, target, reduction, SmoothL1{beta});
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("smooth_l1_loss");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("smooth_l1_loss");
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) try {
   check(delta > 0.0, "huber_loss", "delta must be positive, got ", delta);
   return difference_loss("huber_loss", "HuberLossBackward", input, target, reduction, Huber{delta});
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("huber_loss");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("huber_loss");
 }
 
 }  // namespace tg::nn

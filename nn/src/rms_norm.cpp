@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <limits>
-#include <new>
 
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
@@ -52,8 +51,8 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
                        if (grads.needed(1)) grads.set(1, dgamma);
                      });
   return y;
-} catch (const std::bad_alloc&) {
-  tg::detail::throw_out_of_memory("rms_norm");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("rms_norm");
 }
 
 }  // namespace functional

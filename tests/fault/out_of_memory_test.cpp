@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -158,4 +159,105 @@ TEST_CASE("an allocation larger than memory is a tg::Error naming the op and the
   REQUIRE_THROWS_WITH(tg::empty({int64_t{1} << 42}), Catch::Contains("empty: cannot allocate 17592186044416 bytes"));
   // And the next allocation works.
   REQUIRE(tg::ones({4}).sum().item() == 4.0);
+}
+
+namespace {
+
+// A public op called on inputs that require grad, so that it also saves tensors and records its
+// node, under the name the user calls it by.
+struct OpCall {
+  const char* op;
+  std::function<tg::Tensor()> call;
+};
+
+std::vector<double> values(const tg::Tensor& t) {
+  const tg::Tensor doubles = t.detach().to(tg::kFloat64);
+  return std::vector<double>(doubles.data<double>(), doubles.data<double>() + doubles.numel());
+}
+
+}  // namespace
+
+TEST_CASE("failing any one allocation of a public op is a tg::Error naming that op, and the op then works",
+          "[fault][memory]") {
+  namespace F = tg::nn::functional;
+  tg::manual_seed(0);
+  const auto leaf = [](const tg::Tensor& values) { return values.detach().requires_grad_(); };
+  const tg::Tensor a = leaf(tg::randn({4, 3}, tg::kFloat64)), b = leaf(tg::randn({4, 3}, tg::kFloat64));
+  const tg::Tensor row = leaf(tg::randn({3}, tg::kFloat64)), square = leaf(tg::randn({3, 3}, tg::kFloat64));
+  const tg::Tensor positive = leaf(tg::rand({4, 3}, tg::kFloat64) + 0.5);
+  const tg::Tensor probabilities = leaf(tg::rand({4, 3}, tg::kFloat64) * 0.8 + 0.1);
+  const tg::Tensor soft_targets = leaf((tg::randn({4, 3}, tg::kFloat64)).exp() / 3.0);
+  const tg::Tensor binary_targets = tg::tensor({1, 0, 1, 0, 0, 1, 1, 1, 0, 0, 1, 0}, {4, 3}, tg::kFloat64);
+  const tg::Tensor classes = tg::tensor({0, 2, 1, 2}, {4}, tg::kInt64);
+  const tg::Tensor class_weight = tg::tensor({0.5, 1.0, 2.0}, {3}, tg::kFloat64);
+  const tg::Tensor pos_weight = positive.detach();
+  // Arguments are made here: a vector built at the call would be the caller's allocation.
+  const std::vector<int64_t> dim0{0}, dim1{1};
+  const tg::Shape three_rows{3, -1}, last_dim{3};
+  const std::vector<OpCall> calls = {
+      {"add", [&] { return a + b; }},
+      {"add", [&] { return a + row; }},  // broadcasting: its own shape and plan vectors
+      {"sub", [&] { return a - row; }},
+      {"mul", [&] { return a * b; }},
+      {"div", [&] { return a / positive; }},
+      {"neg", [&] { return -a; }},
+      {"sqrt", [&] { return positive.sqrt(); }},
+      {"pow", [&] { return a.pow(3.0); }},
+      {"exp", [&] { return a.exp(); }},
+      {"log", [&] { return positive.log(); }},
+      {"relu", [&] { return a.relu(); }},
+      {"sum", [&] { return a.sum(dim1); }},
+      {"mean", [&] { return a.mean(); }},
+      {"var", [&] { return a.var(dim0); }},
+      {"matmul", [&] { return a.matmul(square); }},
+      {"reshape", [&] { return a.reshape(three_rows); }},
+      {"transpose", [&] { return a.transpose(0, 1); }},
+      {"clone", [&] { return a.clone(); }},
+      {"to", [&] { return a.to(tg::kFloat32); }},
+      {"linear", [&] { return F::linear(a, square, row); }},
+      {"layer_norm", [&] { return F::layer_norm(a, last_dim, row, row); }},
+      {"rms_norm", [&] { return F::rms_norm(a, last_dim, row); }},
+      {"relu", [&] { return F::relu(a); }},
+      {"cross_entropy",
+       [&] { return tg::nn::cross_entropy(a, {0, 2, 1, 2}, {.weight = class_weight, .label_smoothing = 0.1}); }},
+      {"cross_entropy", [&] { return tg::nn::cross_entropy(a, soft_targets); }},
+      {"nll_loss", [&] { return tg::nn::nll_loss(a, classes); }},
+      {"mse_loss", [&] { return tg::nn::mse_loss(a, b); }},
+      {"l1_loss", [&] { return tg::nn::l1_loss(a, b, tg::nn::Reduction::Sum); }},
+      {"smooth_l1_loss", [&] { return tg::nn::smooth_l1_loss(a, b, tg::nn::Reduction::None); }},
+      {"huber_loss", [&] { return tg::nn::huber_loss(a, b); }},
+      {"binary_cross_entropy", [&] { return tg::nn::binary_cross_entropy(probabilities, binary_targets); }},
+      {"binary_cross_entropy_with_logits",
+       [&] { return tg::nn::binary_cross_entropy_with_logits(a, binary_targets, {}, pos_weight); }},
+  };
+  std::vector<std::string> wrong;
+  for (const OpCall& call : calls) {
+    const std::vector<double> expected = values(call.call());
+    tg::fault::fail_allocation(0);
+    (void)call.call();
+    tg::fault::stop();
+    const int64_t total = tg::fault::allocations();
+    const std::string where = std::string(call.op) + ", allocation ";
+    for (int64_t k = 1; k <= total; ++k) {
+      tg::fault::fail_allocation(k);
+      try {
+        (void)call.call();
+        if (tg::fault::failed()) wrong.push_back(where + std::to_string(k) + " failed, yet the op returned");
+      } catch (const tg::Error& error) {
+        // "<op>: out of memory" or "<op>: cannot allocate <n> bytes ...", whichever inner op or tensor failed.
+        const std::string message = error.what(), prefix = std::string(call.op) + ": ";
+        if (message.rfind(prefix + "out of memory", 0) != 0 && message.rfind(prefix + "cannot allocate ", 0) != 0)
+          wrong.push_back(where + std::to_string(k) + ": " + message);
+      } catch (const std::bad_alloc&) {
+        wrong.push_back(where + std::to_string(k) + " escaped as std::bad_alloc");
+      }
+      tg::fault::stop();
+      INFO(where << k);
+      REQUIRE(values(call.call()) == expected);  // nothing half-done left behind
+    }
+  }
+  std::string report;
+  for (const std::string& line : wrong) report += line + "\n";
+  INFO(wrong.size() << " failed allocations were not a tg::Error naming the op:\n" << report);
+  CHECK(wrong.empty());
 }

@@ -3,7 +3,6 @@
 #include "ops/elementwise.hpp"
 
 #include <cmath>
-#include <new>
 
 #include "autograd/node.hpp"
 #include "ops/reduction.hpp"
@@ -157,8 +156,8 @@ Tensor operator+(const Tensor& a, const Tensor& b) try {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(g, sb));
                      });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("add");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("add");
 }
 
 Tensor operator-(const Tensor& a, const Tensor& b) try {
@@ -170,8 +169,8 @@ Tensor operator-(const Tensor& a, const Tensor& b) try {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(-g, sb));
                      });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("sub");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("sub");
 }
 
 Tensor operator*(const Tensor& a, const Tensor& b) try {
@@ -186,8 +185,8 @@ Tensor operator*(const Tensor& a, const Tensor& b) try {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(g * a, b.shape()));
                      });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("mul");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("mul");
 }
 
 Tensor operator/(const Tensor& a, const Tensor& b) try {
@@ -203,8 +202,8 @@ Tensor operator/(const Tensor& a, const Tensor& b) try {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(-(g_over_b * a / b), b.shape()));
                      });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("div");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("div");
 }
 
 // Scalars become 0-d tensors of the tensor's dtype; the 0-d tensor needs no gradient.
@@ -233,8 +232,8 @@ Tensor operator-(const Tensor& x) try {
     autograd::record(out, "NegBackward", {x},
                      [](const Tensor& g, autograd::GradInputs& grads) { grads.set(0, -g); });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("neg");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("neg");
 }
 
 Tensor Tensor::sqrt() const try {
@@ -248,8 +247,8 @@ Tensor Tensor::sqrt() const try {
       grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return gv / (yv + yv); }));
     });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("sqrt");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("sqrt");
 }
 
 namespace {
@@ -279,8 +278,8 @@ Tensor Tensor::pow(double exponent) const try {
                                  }));
                      });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("pow");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("pow");
 }
 
 Tensor Tensor::exp() const try {
@@ -293,8 +292,8 @@ Tensor Tensor::exp() const try {
       grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return gv * yv; }));  // d e^x/dx = e^x
     });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("exp");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("exp");
 }
 
 Tensor Tensor::log() const try {
@@ -307,8 +306,8 @@ Tensor Tensor::log() const try {
       grads.set(0, detail::map2(g, x, [](auto gv, auto xv) { return gv / xv; }));  // d log x/dx = 1/x
     });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("log");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("log");
 }
 
 Tensor Tensor::relu() const try {
@@ -324,8 +323,8 @@ Tensor Tensor::relu() const try {
       grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return yv <= 0 ? decltype(gv)(0) : gv; }));
     });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("relu");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("relu");
 }
 
 Tensor sqrt(const Tensor& x) { return x.sqrt(); }

@@ -1,7 +1,5 @@
 // matmul: [..., M, K] x [K, N] -> [..., M, N]; the leading dims of the left operand are batch
 // dims folded into M (what Linear needs). The backward is two more GEMMs.
-#include <new>
-
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "ops/gemm.hpp"
@@ -44,8 +42,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) try {
                        });
                      });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("matmul");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("matmul");
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return tg::matmul(*this, other); }

@@ -6,7 +6,6 @@
 #include "ops/reduction.hpp"
 
 #include <algorithm>
-#include <new>
 
 #include "autograd/node.hpp"
 #include "ops/elementwise.hpp"
@@ -101,8 +100,8 @@ Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdi
                        grads.set(0, broadcast_to(make_view(g, keepdim_shape), in_shape, scale));
                      });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory(op);
+} catch (...) {
+  detail::rethrow_out_of_memory_as(op);
 }
 
 }  // namespace
@@ -159,8 +158,8 @@ Tensor Tensor::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim
                        grads.set(0, detail::map2(spread, diff, [](auto s, auto d) { return s * d; }));
                      });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("var");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("var");
 }
 
 }  // namespace tg

@@ -1,8 +1,6 @@
 // Shape operations: reshape (a view sharing storage) and transpose (a permuting copy).
 #include "ops/shape.hpp"
 
-#include <new>
-
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "out_of_memory.hpp"
@@ -73,8 +71,8 @@ Tensor Tensor::reshape(const Shape& new_shape) const try {
       grads.set(0, make_view(g, in_shape));
     });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("reshape");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("reshape");
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const try {
@@ -92,8 +90,8 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const try {
       grads.set(0, detail::permute_copy(g, perm));  // a swap is its own inverse
     });
   return out;
-} catch (const std::bad_alloc&) {
-  detail::throw_out_of_memory("transpose");
+} catch (...) {
+  detail::rethrow_out_of_memory_as("transpose");
 }
 
 }  // namespace tg
