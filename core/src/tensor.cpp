@@ -247,7 +247,7 @@ Tensor zeros_like(const Tensor& t) { return filled_like(t, 0.0, "zeros_like"); }
 Tensor ones_like(const Tensor& t) { return filled_like(t, 1.0, "ones_like"); }
 Tensor full_like(const Tensor& t, double value) { return filled_like(t, value, "full_like"); }
 
-Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) try {
   const Shape resolved = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape;
   Tensor out = make_tensor(resolved, dtype, "tensor");
   check(out.numel() == static_cast<int64_t>(values.size()), "tensor", values.size(),
@@ -256,6 +256,8 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
     detail::convert_values(values.data(), out.mutable_data<T>(), out.numel(), "tensor");
   });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("tensor");
 }
 
 // --- conversions ----------------------------------------------------------------------------------
