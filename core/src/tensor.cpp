@@ -374,7 +374,8 @@ void run_backward_or_throw(const Tensor& root, const Tensor& seed) {
   } catch (const detail::OutOfMemoryError& error) {  // a tensor, or an op called by a node's backward
     throw detail::OutOfMemoryError("backward", error.what_failed());
   } catch (const std::bad_alloc&) {
-    throw Error(detail::concat("backward: out of memory while back-propagating from a tensor of shape ", root.shape()));
+    throw detail::OutOfMemoryError(
+        "backward", detail::concat("out of memory while back-propagating from a tensor of shape ", root.shape()));
   }
 }
 }  // namespace

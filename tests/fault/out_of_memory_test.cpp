@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -175,6 +176,39 @@ std::vector<double> values(const tg::Tensor& t) {
   return std::vector<double>(doubles.data<double>(), doubles.data<double>() + doubles.numel());
 }
 
+// Fails each allocation of `call` in turn. What went wrong goes to `wrong`: a failure that was not
+// a tg::Error saying "<op>: out of memory" or "<op>: cannot allocate <n> bytes ..." for one of
+// `ops` (whichever inner op or tensor failed), or a call that returned although an allocation
+// failed. After each, the call must work and give the same `project`ed result again.
+template <typename Call, typename Project>
+void fail_each_allocation(const std::vector<std::string>& ops, const Call& call, const Project& project,
+                          std::vector<std::string>& wrong) {
+  const auto expected = project(call());
+  tg::fault::fail_allocation(0);
+  (void)call();
+  tg::fault::stop();
+  const int64_t total = tg::fault::allocations();
+  const std::string where = ops.front() + ", allocation ";
+  for (int64_t k = 1; k <= total; ++k) {
+    tg::fault::fail_allocation(k);
+    try {
+      (void)call();
+      if (tg::fault::failed()) wrong.push_back(where + std::to_string(k) + " failed, yet the call returned");
+    } catch (const tg::Error& error) {
+      const std::string message = error.what();
+      const bool names_op = std::any_of(ops.begin(), ops.end(), [&message](const std::string& op) {
+        return message.rfind(op + ": out of memory", 0) == 0 || message.rfind(op + ": cannot allocate ", 0) == 0;
+      });
+      if (!names_op) wrong.push_back(where + std::to_string(k) + ": " + message);
+    } catch (const std::bad_alloc&) {
+      wrong.push_back(where + std::to_string(k) + " escaped as std::bad_alloc");
+    }
+    tg::fault::stop();
+    INFO(where << k);
+    REQUIRE(project(call()) == expected);  // nothing half-done left behind
+  }
+}
+
 }  // namespace
 
 TEST_CASE("failing any one allocation of a public op is a tg::Error naming that op, and the op then works",
@@ -256,33 +290,32 @@ TEST_CASE("failing any one allocation of a public op is a tg::Error naming that 
        [&] { return tg::nn::binary_cross_entropy_with_logits(a, binary_targets, {}, pos_weight); }},
   };
   std::vector<std::string> wrong;
-  for (const OpCall& call : calls) {
-    const std::vector<double> expected = values(call.call());
-    tg::fault::fail_allocation(0);
-    (void)call.call();
-    tg::fault::stop();
-    const int64_t total = tg::fault::allocations();
-    const std::string where = call.ops.front() + ", allocation ";
-    for (int64_t k = 1; k <= total; ++k) {
-      tg::fault::fail_allocation(k);
-      try {
-        (void)call.call();
-        if (tg::fault::failed()) wrong.push_back(where + std::to_string(k) + " failed, yet the op returned");
-      } catch (const tg::Error& error) {
-        // "<op>: out of memory" or "<op>: cannot allocate <n> bytes ...", whichever inner op or tensor failed.
-        const std::string message = error.what();
-        const bool names_op = std::any_of(call.ops.begin(), call.ops.end(), [&message](const std::string& op) {
-          return message.rfind(op + ": out of memory", 0) == 0 || message.rfind(op + ": cannot allocate ", 0) == 0;
-        });
-        if (!names_op) wrong.push_back(where + std::to_string(k) + ": " + message);
-      } catch (const std::bad_alloc&) {
-        wrong.push_back(where + std::to_string(k) + " escaped as std::bad_alloc");
-      }
-      tg::fault::stop();
-      INFO(where << k);
-      REQUIRE(values(call.call()) == expected);  // nothing half-done left behind
-    }
-  }
+  for (const OpCall& call : calls) fail_each_allocation(call.ops, call.call, values, wrong);
+  std::string report;
+  for (const std::string& line : wrong) report += line + "\n";
+  INFO(wrong.size() << " failed allocations were not a tg::Error naming the op:\n" << report);
+  CHECK(wrong.empty());
+}
+
+TEST_CASE("failing any one allocation of gradcheck or of printing a tensor is a tg::Error naming it",
+          "[fault][memory]") {
+  const tg::Tensor x = tg::randn({3, 2}, tg::kFloat64).requires_grad_();
+  const std::vector<tg::Tensor> inputs{x};
+  const tg::DifferentiableFunction square_sum = [](const std::vector<tg::Tensor>& xs) { return (xs[0] * xs[0]).sum(); };
+  // The stream's buffer is made here, large enough: a stream that cannot grow swallows the error.
+  std::ostringstream out(std::string(4096, ' '));
+  std::vector<std::string> wrong;
+  fail_each_allocation(
+      {"gradcheck"}, [&] { return tg::gradcheck(square_sum, inputs); },
+      [](const tg::GradcheckResult& result) { return result.passed; }, wrong);
+  fail_each_allocation(
+      {"print"},
+      [&] {
+        out.seekp(0);
+        out << x;
+        return static_cast<int64_t>(out.tellp());
+      },
+      [](int64_t length) { return length; }, wrong);
   std::string report;
   for (const std::string& line : wrong) report += line + "\n";
   INFO(wrong.size() << " failed allocations were not a tg::Error naming the op:\n" << report);
