@@ -1,6 +1,7 @@
 // Running out of memory at any single allocation of a training step, a save or a load: the
 // failure is a tg::Error (never std::bad_alloc, never std::terminate), a valid checkpoint is
-// never reported as damaged, and the next step, save and load succeed.
+// never reported as damaged, and the next step, save and load succeed. And at any single
+// allocation of each public op called alone: a tg::Error that names the op the user called.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <new>
 #include <sstream>
 #include <string>
 #include <typeinfo>
