@@ -14,3 +14,5 @@
 #include "tapegrad/nn/loss.hpp"
 #include "tapegrad/nn/module.hpp"
 #include "tapegrad/nn/sequential.hpp"
+#include "tapegrad/nn/embedding.hpp"
+#include "tapegrad/nn/softmax.hpp"

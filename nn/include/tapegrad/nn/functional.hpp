@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tapegrad/tensor.hpp"
@@ -24,6 +25,13 @@ Tensor relu(const Tensor& x);
 // x: [..., *normalized_shape]; weight/bias: normalized_shape or absent   (node LayerNormBackward)
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
+
+// The softmax family along dim, as x.softmax(dim) and x.log_softmax(dim)   (SoftmaxBackward, LogSoftmaxBackward)
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// indices: int64 [...], weight: [num_embeddings, embedding_dim] -> [..., embedding_dim]; the
+// weight's gradient gets no contribution at padding_idx (negative counts from the end)   (EmbeddingBackward)
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
 
 Tensor mse_loss(const Tensor& input, const Tensor& target);  // (node MseLossBackward)
 // logits: [N, C]; targets: int64 [N], or the classes in a vector or braced list   (CrossEntropyBackward)
