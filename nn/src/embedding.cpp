@@ -19,7 +19,8 @@ namespace tg::nn {
 namespace {
 
 // padding_idx in [0, num_embeddings), negative counting from the end, or tg::Error naming `op`.
-std::optional<int64_t> normalize_padding_idx(std::optional<int64_t> padding_idx, int64_t num_embeddings, const char* op) {
+std::optional<int64_t> normalize_padding_idx(std::optional<int64_t> padding_idx, int64_t num_embeddings,
+                                             const char* op) {
   if (!padding_idx) return std::nullopt;
   check(*padding_idx >= -num_embeddings && *padding_idx < num_embeddings, op, "padding_idx ", *padding_idx,
         " is out of range for ", num_embeddings, " embeddings");
@@ -46,17 +47,17 @@ Tensor functional::embedding(const Tensor& indices, const Tensor& weight, std::o
     tg::detail::index_rows<T>(weight.data<T>(), table, indices.data<int64_t>(), n, out.mutable_data<T>());
   });
   if (autograd::needs_grad(weight))
-    autograd::record(out, "EmbeddingBackward", {weight}, [saved_indices = autograd::SavedTensor(indices), table,
-                                                          skip = padding_row.value_or(-1)](
-                                                             const Tensor& dout, autograd::GradInputs& grads) {
-      const Tensor& indices = grads.unpack(saved_indices);
-      Tensor dweight = zeros({table.size, table.inner}, dout.dtype());
-      tg::detail::dispatch_floating("EmbeddingBackward", dout.dtype(), [&]<typename T>() {
-        tg::detail::index_add<T>(dweight.mutable_data<T>(), table, indices.data<int64_t>(), indices.numel(),
-                                 dout.data<T>(), skip);
-      });
-      grads.set(0, dweight);
-    });
+    autograd::record(out, "EmbeddingBackward", {weight},
+                     [saved_indices = autograd::SavedTensor(indices), table, skip = padding_row.value_or(-1)](
+                         const Tensor& dout, autograd::GradInputs& grads) {
+                       const Tensor& indices = grads.unpack(saved_indices);
+                       Tensor dweight = zeros({table.size, table.inner}, dout.dtype());
+                       tg::detail::dispatch_floating("EmbeddingBackward", dout.dtype(), [&]<typename T>() {
+                         tg::detail::index_add<T>(dweight.mutable_data<T>(), table, indices.data<int64_t>(),
+                                                  indices.numel(), dout.data<T>(), skip);
+                       });
+                       grads.set(0, dweight);
+                     });
   return out;
 }
 
@@ -64,8 +65,8 @@ namespace {
 
 // PyTorch's Embedding.reset_parameters: normal_(weight), then the padding row set to zeros.
 Tensor default_init(int64_t num_embeddings, int64_t embedding_dim, const EmbeddingOptions& options) {
-  check(num_embeddings >= 0 && embedding_dim >= 0, "Embedding", "expected non-negative sizes, got num_embeddings = ",
-        num_embeddings, ", embedding_dim = ", embedding_dim);
+  check(num_embeddings >= 0 && embedding_dim >= 0, "Embedding",
+        "expected non-negative sizes, got num_embeddings = ", num_embeddings, ", embedding_dim = ", embedding_dim);
   const std::optional<int64_t> padding_idx = normalize_padding_idx(options.padding_idx, num_embeddings, "Embedding");
   Tensor weight = empty({num_embeddings, embedding_dim});
   init::normal_(weight, 0.0, 1.0, options.generator);

@@ -12,9 +12,9 @@ using tg::testing::leaf;
 using tg::testing::random_leaf;
 
 TEST_CASE("index_select and gather match PyTorch forward and backward", "[core][indexing][fixture]") {
-  const std::string name = GENERATE(as<std::string>{}, "index_select_4x5_dim0", "index_select_4x5_dim1",
-                                    "index_select_2x3x2_dim1", "gather_3x4_dim1", "gather_3x4_dim0",
-                                    "gather_2x3x2_dim1");
+  const std::string name =
+      GENERATE(as<std::string>{}, "index_select_4x5_dim0", "index_select_4x5_dim1", "index_select_2x3x2_dim1",
+               "gather_3x4_dim1", "gather_3x4_dim0", "gather_2x3x2_dim1");
   const std::string suffix = GENERATE(as<std::string>{}, "_f32", "_f64");
   const auto& c = fixture("indexing.txt", name + suffix);
   INFO(c.name);
@@ -79,11 +79,16 @@ TEST_CASE("indexing by hand: repeats, 0-d, empty and smaller index tensors", "[c
 TEST_CASE("indexing ops pass gradcheck in float64", "[core][indexing][gradcheck]") {
   const Tensor x = random_leaf({3, 4, 2});
   const Tensor index1d = int64_values({3, 0, 3, 1, 3}, {5});
-  TG_REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return in[0].index_select(1, index1d); }, (std::vector<Tensor>{x}));
-  TG_REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return in[0].index_select(-1, int64_values({1, 1}, {2})); },
+  TG_REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return in[0].index_select(1, index1d); },
                        (std::vector<Tensor>{x}));
+  TG_REQUIRE_GRADCHECK(
+      [&](const std::vector<Tensor>& in) {
+        return in[0].index_select(-1, int64_values({1, 1}, {2}));
+      },
+      (std::vector<Tensor>{x}));
   const Tensor gather_index = int64_values({2, 2, 0, 1, 0, 0, 1, 2}, {2, 2, 2});
-  TG_REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return in[0].gather(0, gather_index); }, (std::vector<Tensor>{x}));
+  TG_REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return in[0].gather(0, gather_index); },
+                       (std::vector<Tensor>{x}));
   const Tensor src = random_leaf({2, 3, 2});
   TG_REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return in[0].scatter_add(0, gather_index, in[1]); },
                        (std::vector<Tensor>{x, src}));
@@ -101,14 +106,16 @@ TEST_CASE("indexing refuses bad indices and shapes with tg::Error", "[core][inde
   REQUIRE_TG_ERROR(x.gather(1, int64_values({5}, {1, 1})),
                    Contains("gather") && Contains("index 5 is out of range for dim 1 of size 3"));
   REQUIRE_TG_ERROR(x.gather(1, int64_values({0}, {1})), Contains("gather") && Contains("as many dims"));
-  REQUIRE_TG_ERROR(x.gather(1, int64_values({0, 0, 0}, {3, 1})), Contains("gather") && Contains("larger than the input"));
+  REQUIRE_TG_ERROR(x.gather(1, int64_values({0, 0, 0}, {3, 1})),
+                   Contains("gather") && Contains("larger than the input"));
   REQUIRE_TG_ERROR(x.scatter_add(0, int64_values({2}, {1, 1}), tg::ones({1, 1})),
                    Contains("scatter_add") && Contains("index 2 is out of range for dim 0 of size 2"));
   REQUIRE_TG_ERROR(x.scatter_add(0, int64_values({0, 0}, {1, 2}), tg::ones({1, 1})),
                    Contains("scatter_add") && Contains("larger than src"));
   REQUIRE_TG_ERROR(x.scatter_add(0, int64_values({0}, {1, 1}), tg::ones({1, 1}, tg::kFloat64)),
                    Contains("scatter_add") && Contains("dtypes differ"));
-  REQUIRE_TG_ERROR(tg::zeros({2}, tg::kInt64).gather(0, int64_values({0}, {1})), Contains("gather") && Contains("int64"));
+  REQUIRE_TG_ERROR(tg::zeros({2}, tg::kInt64).gather(0, int64_values({0}, {1})),
+                   Contains("gather") && Contains("int64"));
 }
 
 TEST_CASE("indexing backward gives the same bits at any thread count", "[core][indexing][threads]") {
@@ -120,7 +127,8 @@ TEST_CASE("indexing backward gives the same bits at any thread count", "[core][i
   tg::testing::require_same_bits_at_any_thread_count([&] {
     x.set_grad(Tensor());
     src.set_grad(Tensor());
-    const Tensor picked = x.index_select(0, rows), gathered = x.gather(1, cols), scattered = x.scatter_add(1, cols, src);
+    const Tensor picked = x.index_select(0, rows), gathered = x.gather(1, cols),
+                 scattered = x.scatter_add(1, cols, src);
     ((picked * picked).sum() + (gathered * gathered).sum() + (scattered * scattered).sum()).backward();
     return std::vector<Tensor>{picked, gathered, scattered, x.grad(), src.grad()};
   });

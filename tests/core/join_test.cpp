@@ -43,10 +43,14 @@ TEST_CASE("split and chunk match PyTorch forward and backward", "[core][join][fi
   const double tol = fixture_tol(c.at("x").dtype());
   Tensor x = leaf(c.at("x"));
   std::vector<Tensor> pieces;
-  if (name == "split_size2_dim0") pieces = x.split(2);
-  else if (name == "split_sizes_dim1") pieces = x.split(c.ints("split_sizes"), 1);
-  else if (name == "chunk3_dim1") pieces = x.chunk(3, 1);
-  else pieces = tg::chunk(x, 4, 0);
+  if (name == "split_size2_dim0")
+    pieces = x.split(2);
+  else if (name == "split_sizes_dim1")
+    pieces = x.split(c.ints("split_sizes"), 1);
+  else if (name == "chunk3_dim1")
+    pieces = x.chunk(3, 1);
+  else
+    pieces = tg::chunk(x, 4, 0);
   size_t expected_count = 0;
   while (c.has("y" + std::to_string(expected_count))) ++expected_count;
   REQUIRE(pieces.size() == expected_count);
@@ -99,14 +103,19 @@ TEST_CASE("join and split sizes by hand", "[core][join]") {
   many.push_back(tg::ones({1, 2}, tg::kFloat64));  // a constant among them gets nothing
   const Tensor joined = tg::cat(many);
   (joined * tg::tensor({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {8, 2}, tg::kFloat64)).sum().backward();
-  for (int i = 0; i < 7; ++i) CHECK(many[i].grad().to_vector<double>() == std::vector<double>{2.0 * i + 1, 2.0 * i + 2});
+  for (int i = 0; i < 7; ++i)
+    CHECK(many[i].grad().to_vector<double>() == std::vector<double>{2.0 * i + 1, 2.0 * i + 2});
   CHECK_FALSE(many[7].grad().defined());
 }
 
 TEST_CASE("join and split pass gradcheck in float64", "[core][join][gradcheck]") {
   const Tensor a = random_leaf({2, 3, 2}), b = random_leaf({2, 1, 2}), c = random_leaf({2, 3, 2});
   TG_REQUIRE_GRADCHECK([](const std::vector<Tensor>& in) { return tg::cat(in, 1); }, (std::vector<Tensor>{a, b, c}));
-  TG_REQUIRE_GRADCHECK([](const std::vector<Tensor>& in) { return tg::stack({in[0], in[1]}, 3); }, (std::vector<Tensor>{a, c}));
+  TG_REQUIRE_GRADCHECK(
+      [](const std::vector<Tensor>& in) {
+        return tg::stack({in[0], in[1]}, 3);
+      },
+      (std::vector<Tensor>{a, c}));
   TG_REQUIRE_GRADCHECK(
       [](const std::vector<Tensor>& in) {
         const std::vector<Tensor> pieces = in[0].split({1, 2}, 1);

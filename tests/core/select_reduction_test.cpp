@@ -108,8 +108,10 @@ TEST_CASE("max and min over a dim pass gradcheck in float64", "[core][select][gr
   const bool keepdim = GENERATE(false, true);
   INFO("dim " << dim << " keepdim " << keepdim);
   const Tensor x = random_leaf({3, 4, 2});  // continuous values: no ties, so the max is differentiable
-  TG_REQUIRE_GRADCHECK([=](const std::vector<Tensor>& in) { return in[0].max(dim, keepdim).values; }, (std::vector<Tensor>{x}));
-  TG_REQUIRE_GRADCHECK([=](const std::vector<Tensor>& in) { return in[0].min(dim, keepdim).values; }, (std::vector<Tensor>{x}));
+  TG_REQUIRE_GRADCHECK([=](const std::vector<Tensor>& in) { return in[0].max(dim, keepdim).values; },
+                       (std::vector<Tensor>{x}));
+  TG_REQUIRE_GRADCHECK([=](const std::vector<Tensor>& in) { return in[0].min(dim, keepdim).values; },
+                       (std::vector<Tensor>{x}));
   TG_REQUIRE_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].max() * 2.0; }, (std::vector<Tensor>{x}));
   TG_REQUIRE_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].min(); }, (std::vector<Tensor>{x}));
 }

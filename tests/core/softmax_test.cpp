@@ -13,7 +13,8 @@ using tg::testing::random_leaf;
 
 TEST_CASE("softmax and log_softmax match PyTorch forward and backward", "[core][softmax][fixture]") {
   const std::string op = GENERATE(as<std::string>{}, "softmax", "log_softmax");
-  const std::string shape = GENERATE(as<std::string>{}, "_3x5_dimm1", "_2x3x4_dim1", "_2x3x4_dim0", "_4_dim0", "_large");
+  const std::string shape =
+      GENERATE(as<std::string>{}, "_3x5_dimm1", "_2x3x4_dim1", "_2x3x4_dim0", "_4_dim0", "_large");
   const std::string suffix = GENERATE(as<std::string>{}, "_f32", "_f64");
   const auto& c = fixture("indexing.txt", op + shape + suffix);
   INFO(c.name);
@@ -88,10 +89,13 @@ TEST_CASE("softmax family gradcheck in float64 over every dim", "[core][softmax]
   INFO("dim " << dim);
   const Tensor x = random_leaf({2, 3, 4}, -2.0, 2.0);
   TG_REQUIRE_GRADCHECK([dim](const std::vector<Tensor>& in) { return in[0].softmax(dim); }, (std::vector<Tensor>{x}));
-  TG_REQUIRE_GRADCHECK([dim](const std::vector<Tensor>& in) { return in[0].log_softmax(dim); }, (std::vector<Tensor>{x}));
-  TG_REQUIRE_GRADCHECK([dim](const std::vector<Tensor>& in) { return in[0].logsumexp({dim}, dim == 1); }, (std::vector<Tensor>{x}));
+  TG_REQUIRE_GRADCHECK([dim](const std::vector<Tensor>& in) { return in[0].log_softmax(dim); },
+                       (std::vector<Tensor>{x}));
+  TG_REQUIRE_GRADCHECK([dim](const std::vector<Tensor>& in) { return in[0].logsumexp({dim}, dim == 1); },
+                       (std::vector<Tensor>{x}));
   TG_REQUIRE_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].logsumexp({0, 2}); }, (std::vector<Tensor>{x}));
-  TG_REQUIRE_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].logsumexp({}, true); }, (std::vector<Tensor>{x}));
+  TG_REQUIRE_GRADCHECK([](const std::vector<Tensor>& in) { return in[0].logsumexp({}, true); },
+                       (std::vector<Tensor>{x}));
 }
 
 TEST_CASE("softmax family refuses bad arguments with tg::Error", "[core][softmax][errors]") {

@@ -23,9 +23,12 @@ struct AlongDim {
 inline AlongDim along_dim(const Shape& shape, int64_t dim) {
   AlongDim layout;
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < dim) layout.outer *= shape[d];
-    else if (d == dim) layout.size = shape[d];
-    else layout.inner *= shape[d];
+    if (d < dim)
+      layout.outer *= shape[d];
+    else if (d == dim)
+      layout.size = shape[d];
+    else
+      layout.inner *= shape[d];
   }
   return layout;
 }

@@ -20,19 +20,21 @@ namespace detail {
 
 void check_indices(const int64_t* index, int64_t n, int64_t size, int64_t dim, const char* op) {
   for (int64_t k = 0; k < n; ++k)
-    check(index[k] >= 0 && index[k] < size, op, "index ", index[k], " is out of range for dim ", dim, " of size ", size);
+    check(index[k] >= 0 && index[k] < size, op, "index ", index[k], " is out of range for dim ", dim, " of size ",
+          size);
 }
 
 template <typename T>
 void index_rows(const T* src, const AlongDim& src_layout, const int64_t* index, int64_t n, T* out) {
   const int64_t inner = src_layout.inner;
-  parallel_for(src_layout.outer * n, ceil_div(kElementwiseGrain, std::max<int64_t>(inner, 1)), [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t o = row / n, k = row % n;
-      const T* from = src + (o * src_layout.size + index[k]) * inner;
-      std::copy(from, from + inner, out + row * inner);
-    }
-  });
+  parallel_for(src_layout.outer * n, ceil_div(kElementwiseGrain, std::max<int64_t>(inner, 1)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t row = begin; row < end; ++row) {
+                   const int64_t o = row / n, k = row % n;
+                   const T* from = src + (o * src_layout.size + index[k]) * inner;
+                   std::copy(from, from + inner, out + row * inner);
+                 }
+               });
 }
 
 template <typename T>
@@ -44,7 +46,8 @@ void index_add(T* dst, const AlongDim& dst_layout, const int64_t* index, int64_t
   for (int64_t r = 0; r < size; ++r) first[r + 1] += first[r];
   std::vector<int64_t> next(first.begin(), first.end() - 1);
   for (int64_t k = 0; k < n; ++k) order[next[index[k]]++] = k;
-  parallel_for(dst_layout.outer * size, ceil_div(kElementwiseGrain, std::max<int64_t>(inner, 1)), [&](int64_t begin, int64_t end) {
+  parallel_for(dst_layout.outer * size, ceil_div(kElementwiseGrain, std::max<int64_t>(inner, 1)),
+               [&](int64_t begin, int64_t end) {
                  for (int64_t row = begin; row < end; ++row) {
                    const int64_t o = row / size, r = row % size;
                    if (r == skip) continue;
@@ -57,8 +60,8 @@ void index_add(T* dst, const AlongDim& dst_layout, const int64_t* index, int64_t
                });
 }
 
-#define TG_INSTANTIATE_INDEX_KERNELS(T)                                                             \
-  template void index_rows<T>(const T*, const AlongDim&, const int64_t*, int64_t, T*);             \
+#define TG_INSTANTIATE_INDEX_KERNELS(T)                                                \
+  template void index_rows<T>(const T*, const AlongDim&, const int64_t*, int64_t, T*); \
   template void index_add<T>(T*, const AlongDim&, const int64_t*, int64_t, const T*, int64_t);
 TG_INSTANTIATE_INDEX_KERNELS(float)
 TG_INSTANTIATE_INDEX_KERNELS(double)
@@ -109,7 +112,8 @@ void for_each_index_line(const ScatterPlan& plan, const Body& body) {
   detail::parallel_for(plan.lines(), detail::ceil_div(detail::kElementwiseGrain, std::max<int64_t>(length, 1)),
                        [&](int64_t begin, int64_t end) {
                          for (int64_t line = begin; line < end; ++line)
-                           body(plan.line_offset(line, plan.index_strides), plan.line_offset(line, plan.addressed_strides),
+                           body(plan.line_offset(line, plan.index_strides),
+                                plan.line_offset(line, plan.addressed_strides),
                                 plan.line_offset(line, plan.aligned_strides), length);
                        });
 }
@@ -121,7 +125,8 @@ void gather_kernel(const T* addressed, const int64_t* index, T* aligned, const S
                 aligned_step = plan.aligned_strides[plan.dim];
   for_each_index_line(plan, [&](int64_t at_index, int64_t at_addressed, int64_t at_aligned, int64_t length) {
     for (int64_t k = 0; k < length; ++k)
-      aligned[at_aligned + k * aligned_step] = addressed[at_addressed + index[at_index + k * index_step] * addressed_step];
+      aligned[at_aligned + k * aligned_step] =
+          addressed[at_addressed + index[at_index + k * index_step] * addressed_step];
   });
 }
 
@@ -132,7 +137,8 @@ void scatter_add_kernel(T* addressed, const int64_t* index, const T* aligned, co
                 aligned_step = plan.aligned_strides[plan.dim];
   for_each_index_line(plan, [&](int64_t at_index, int64_t at_addressed, int64_t at_aligned, int64_t length) {
     for (int64_t k = 0; k < length; ++k)
-      addressed[at_addressed + index[at_index + k * index_step] * addressed_step] += aligned[at_aligned + k * aligned_step];
+      addressed[at_addressed + index[at_index + k * index_step] * addressed_step] +=
+          aligned[at_aligned + k * aligned_step];
   });
 }
 
@@ -141,18 +147,19 @@ Shape at_least_1d(const Shape& shape) { return shape.empty() ? Shape{1} : shape;
 
 // Checks gather's and scatter_add's arguments (PyTorch's rules) and plans the walk over `index`.
 // `aligned_shape`: src's shape for scatter_add, the index's own for gather.
-ScatterPlan plan_scatter(const Tensor& x, int64_t dim, const Tensor& index, const Shape& aligned_shape, const char* op) {
+ScatterPlan plan_scatter(const Tensor& x, int64_t dim, const Tensor& index, const Shape& aligned_shape,
+                         const char* op) {
   check(index.defined(), op, "undefined index");
   check(index.dtype() == kInt64, op, "expected an int64 index, got ", index.dtype());
-  check(index.dim() == x.dim(), op, "expected an index with as many dims as the input (", x.dim(), "), got an index of shape ",
-        index.shape(), " for an input of shape ", x.shape());
+  check(index.dim() == x.dim(), op, "expected an index with as many dims as the input (", x.dim(),
+        "), got an index of shape ", index.shape(), " for an input of shape ", x.shape());
   ScatterPlan plan;
   plan.dim = detail::normalize_dim_0d(dim, x, op);
   plan.index_shape = at_least_1d(index.shape());
   const Shape x_shape = at_least_1d(x.shape()), aligned = at_least_1d(aligned_shape);
   for (size_t d = 0; d < plan.index_shape.size(); ++d) {
-    check(static_cast<int64_t>(d) == plan.dim || plan.index_shape[d] <= x_shape[d], op, "index of shape ", index.shape(),
-          " is larger than the input of shape ", x.shape(), " in dim ", d);
+    check(static_cast<int64_t>(d) == plan.dim || plan.index_shape[d] <= x_shape[d], op, "index of shape ",
+          index.shape(), " is larger than the input of shape ", x.shape(), " in dim ", d);
     check(plan.index_shape[d] <= aligned[d], op, "index of shape ", index.shape(), " is larger than src of shape ",
           aligned_shape, " in dim ", d);
   }
@@ -188,15 +195,17 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     detail::index_rows<T>(x.data<T>(), layout, index.data<int64_t>(), n, out.mutable_data<T>());
   });
   if (autograd::needs_grad(x))
-    autograd::record(out, "IndexSelectBackward", {x}, [saved_index = autograd::SavedTensor(index), layout,
-                                                       in_shape = x.shape()](const Tensor& g, autograd::GradInputs& grads) {
-      const Tensor& index = grads.unpack(saved_index);
-      Tensor dx = zeros(in_shape, g.dtype());
-      detail::dispatch_floating("IndexSelectBackward", g.dtype(), [&]<typename T>() {
-        detail::index_add<T>(dx.mutable_data<T>(), layout, index.data<int64_t>(), index.numel(), g.data<T>());
-      });
-      grads.set(0, dx);
-    });
+    autograd::record(out, "IndexSelectBackward", {x},
+                     [saved_index = autograd::SavedTensor(index), layout, in_shape = x.shape()](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor& index = grads.unpack(saved_index);
+                       Tensor dx = zeros(in_shape, g.dtype());
+                       detail::dispatch_floating("IndexSelectBackward", g.dtype(), [&]<typename T>() {
+                         detail::index_add<T>(dx.mutable_data<T>(), layout, index.data<int64_t>(), index.numel(),
+                                              g.data<T>());
+                       });
+                       grads.set(0, dx);
+                     });
   return out;
 }
 
@@ -209,15 +218,16 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
     gather_kernel<T>(x.data<T>(), index.data<int64_t>(), out.mutable_data<T>(), plan);
   });
   if (autograd::needs_grad(x))
-    autograd::record(out, "GatherBackward", {x}, [saved_index = autograd::SavedTensor(index), plan,
-                                                  in_shape = x.shape()](const Tensor& g, autograd::GradInputs& grads) {
-      const Tensor& index = grads.unpack(saved_index);
-      Tensor dx = zeros(in_shape, g.dtype());
-      detail::dispatch_floating("GatherBackward", g.dtype(), [&]<typename T>() {
-        scatter_add_kernel<T>(dx.mutable_data<T>(), index.data<int64_t>(), g.data<T>(), plan);
-      });
-      grads.set(0, dx);
-    });
+    autograd::record(out, "GatherBackward", {x},
+                     [saved_index = autograd::SavedTensor(index), plan, in_shape = x.shape()](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor& index = grads.unpack(saved_index);
+                       Tensor dx = zeros(in_shape, g.dtype());
+                       detail::dispatch_floating("GatherBackward", g.dtype(), [&]<typename T>() {
+                         scatter_add_kernel<T>(dx.mutable_data<T>(), index.data<int64_t>(), g.data<T>(), plan);
+                       });
+                       grads.set(0, dx);
+                     });
   return out;
 }
 
@@ -234,18 +244,19 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
     scatter_add_kernel<T>(out.mutable_data<T>(), index.data<int64_t>(), src.data<T>(), plan);
   });
   if (autograd::needs_grad(x, src))
-    autograd::record(out, "ScatterAddBackward", {x, src}, [saved_index = autograd::SavedTensor(index), plan,
-                                                           src_shape = src.shape()](const Tensor& g, autograd::GradInputs& grads) {
-      const Tensor& index = grads.unpack(saved_index);
-      if (grads.needed(0)) grads.set(0, g);
-      if (!grads.needed(1)) return;
-      // Elements of src that the index does not reach never reached the output: their gradient is 0.
-      Tensor dsrc = zeros(src_shape, g.dtype());
-      detail::dispatch_floating("ScatterAddBackward", g.dtype(), [&]<typename T>() {
-        gather_kernel<T>(g.data<T>(), index.data<int64_t>(), dsrc.mutable_data<T>(), plan);
-      });
-      grads.set(1, dsrc);
-    });
+    autograd::record(out, "ScatterAddBackward", {x, src},
+                     [saved_index = autograd::SavedTensor(index), plan, src_shape = src.shape()](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor& index = grads.unpack(saved_index);
+                       if (grads.needed(0)) grads.set(0, g);
+                       if (!grads.needed(1)) return;
+                       // Elements of src that the index does not reach never reached the output: their gradient is 0.
+                       Tensor dsrc = zeros(src_shape, g.dtype());
+                       detail::dispatch_floating("ScatterAddBackward", g.dtype(), [&]<typename T>() {
+                         gather_kernel<T>(g.data<T>(), index.data<int64_t>(), dsrc.mutable_data<T>(), plan);
+                       });
+                       grads.set(1, dsrc);
+                     });
   return out;
 }
 

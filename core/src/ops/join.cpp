@@ -38,12 +38,12 @@ Tensor narrow_copy(const Tensor& x, int64_t dim, int64_t start, int64_t length) 
   Tensor piece = make_tensor(shape, x.dtype(), "split");
   copy_slab(x, start, piece, 0, dim, length);
   if (autograd::needs_grad(x))
-    autograd::record(piece, "SplitBackward", {x}, [in_shape = x.shape(), dim, start, length](
-                                                      const Tensor& g, autograd::GradInputs& grads) {
-      Tensor dx = zeros(in_shape, g.dtype());
-      copy_slab(g, 0, dx, start, dim, length);
-      grads.set(0, dx);
-    });
+    autograd::record(piece, "SplitBackward", {x},
+                     [in_shape = x.shape(), dim, start, length](const Tensor& g, autograd::GradInputs& grads) {
+                       Tensor dx = zeros(in_shape, g.dtype());
+                       copy_slab(g, 0, dx, start, dim, length);
+                       grads.set(0, dx);
+                     });
   return piece;
 }
 
@@ -87,7 +87,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   for (size_t i : used) {
     const Shape& shape = tensors[i].shape();
     bool match = shape.size() == first.shape().size();
-    for (size_t k = 0; match && k < shape.size(); ++k) match = static_cast<int64_t>(k) == d || shape[k] == first.shape()[k];
+    for (size_t k = 0; match && k < shape.size(); ++k)
+      match = static_cast<int64_t>(k) == d || shape[k] == first.shape()[k];
     check(match, op, "expected tensors of shape ", first.shape(), " except in dim ", dim, ", got ", shape,
           " at position ", i);
     out_shape[d] += shape[d];
@@ -104,10 +105,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   for (const Tensor& t : tensors) any_needs_grad |= autograd::needs_grad(t);
   if (any_needs_grad)
     autograd::record_list(out, "CatBackward", tensors, [used, starts, d, shapes = [&] {
-      std::vector<Shape> s;
-      for (size_t i : used) s.push_back(tensors[i].shape());
-      return s;
-    }()](const Tensor& g, autograd::GradInputs& grads) {
+                            std::vector<Shape> s;
+                            for (size_t i : used) s.push_back(tensors[i].shape());
+                            return s;
+                          }()](const Tensor& g, autograd::GradInputs& grads) {
       for (size_t j = 0; j < used.size(); ++j) {
         if (!grads.needed(used[j])) continue;
         Tensor piece = make_tensor(shapes[j], g.dtype());
@@ -151,7 +152,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim) {
   const int64_t d = split_dim(x, dim, "split");
-  for (int64_t length : split_sizes) check(length >= 0, "split", "expected non-negative split_sizes, got ", split_sizes);
+  for (int64_t length : split_sizes)
+    check(length >= 0, "split", "expected non-negative split_sizes, got ", split_sizes);
   const int64_t total = std::accumulate(split_sizes.begin(), split_sizes.end(), int64_t{0});
   check(total == x.size(d), "split", "expected split_sizes to sum to ", x.size(d), " (the size of dim ", dim,
         " of a tensor of shape ", x.shape(), "), got ", split_sizes);

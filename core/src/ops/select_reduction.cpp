@@ -23,8 +23,10 @@ using SelectDTypes = detail::DTypes<kFloat32, kFloat64, kInt64>;
 
 template <typename T>
 bool is_nan(T value) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(value);
-  else return false;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isnan(value);
+  else
+    return false;
 }
 
 // Whether `candidate` replaces the current `best` (strictly better, so ties keep the first).
@@ -81,7 +83,8 @@ SelectPlan plan_select(const Tensor& x, int64_t dim, bool keepdim, const char* o
 }
 
 template <bool Max>
-Tensor::ValuesAndIndices select_values(const Tensor& x, int64_t dim, bool keepdim, const char* op, const char* backward_name) {
+Tensor::ValuesAndIndices select_values(const Tensor& x, int64_t dim, bool keepdim, const char* op,
+                                       const char* backward_name) {
   const SelectPlan plan = plan_select(x, dim, keepdim, op);
   Tensor values = make_tensor(plan.out_shape, x.dtype(), op);
   Tensor indices = make_tensor(plan.out_shape, kInt64, op);
@@ -129,17 +132,20 @@ Tensor select_all(const Tensor& x, const char* op, const char* backward_name) {
         "): the operation has no identity; give a dim");
   Tensor value = select_values<Max>(make_view(x, {x.numel()}), 0, false, op, backward_name).values;
   if (autograd::needs_grad(x))
-    autograd::record(value, backward_name, {x}, [saved_x = autograd::SavedTensor(x), saved_value = autograd::SavedTensor(value)](
-                                                    const Tensor& g, autograd::GradInputs& grads) {
-      const Tensor &x = grads.unpack(saved_x), &value = grads.unpack(saved_value);
-      const double best = value.item();
-      const bool best_is_nan = std::isnan(best);
-      const Tensor ties = detail::map(x, [&](auto v) -> decltype(v) {
-        return (best_is_nan ? std::isnan(v) : static_cast<double>(v) == best) ? 1 : 0;
-      });
-      const double share = g.item() / ties.sum().item();
-      grads.set(0, detail::map(ties, [&](auto tie) -> decltype(tie) { return tie * static_cast<decltype(tie)>(share); }));
-    });
+    autograd::record(value, backward_name, {x},
+                     [saved_x = autograd::SavedTensor(x), saved_value = autograd::SavedTensor(value)](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor &x = grads.unpack(saved_x), &value = grads.unpack(saved_value);
+                       const double best = value.item();
+                       const bool best_is_nan = std::isnan(best);
+                       const Tensor ties = detail::map(x, [&](auto v) -> decltype(v) {
+                         return (best_is_nan ? std::isnan(v) : static_cast<double>(v) == best) ? 1 : 0;
+                       });
+                       const double share = g.item() / ties.sum().item();
+                       grads.set(0, detail::map(ties, [&](auto tie) -> decltype(tie) {
+                                   return tie * static_cast<decltype(tie)>(share);
+                                 }));
+                     });
   return value;
 }
 

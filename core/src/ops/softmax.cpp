@@ -49,7 +49,8 @@ void softmax_forward(const T* x, T* y, const AlongDim& layout) {
     T* out = y + start;
     const T shift = line_max(in, n, stride);
     if constexpr (Log) {
-      const double sum = detail::lane_sum(n, [&](int64_t k) { return static_cast<double>(std::exp(in[k * stride] - shift)); });
+      const double sum =
+          detail::lane_sum(n, [&](int64_t k) { return static_cast<double>(std::exp(in[k * stride] - shift)); });
       const T log_sum = static_cast<T>(std::log(sum));
       for (int64_t k = 0; k < n; ++k) out[k * stride] = in[k * stride] - shift - log_sum;
     } else {
@@ -75,7 +76,8 @@ void softmax_backward(const T* dy, const T* y, T* dx, const AlongDim& layout) {
     const T* out = y + start;
     T* result = dx + start;
     if constexpr (Log) {
-      const T grad_sum = static_cast<T>(detail::lane_sum(n, [&](int64_t k) { return static_cast<double>(grad[k * stride]); }));
+      const T grad_sum =
+          static_cast<T>(detail::lane_sum(n, [&](int64_t k) { return static_cast<double>(grad[k * stride]); }));
       for (int64_t k = 0; k < n; ++k) result[k * stride] = grad[k * stride] - std::exp(out[k * stride]) * grad_sum;
     } else {
       const T dot = static_cast<T>(detail::lane_sum(
@@ -91,17 +93,19 @@ Tensor softmax_op(const Tensor& x, int64_t dim, const char* op, const char* back
   detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
   const AlongDim layout = detail::along_dim(x.shape(), detail::normalize_dim_0d(dim, x, op));
   Tensor y = make_tensor(x.shape(), x.dtype(), op);
-  detail::dispatch_floating(op, x.dtype(), [&]<typename T>() { softmax_forward<Log, T>(x.data<T>(), y.mutable_data<T>(), layout); });
+  detail::dispatch_floating(op, x.dtype(),
+                            [&]<typename T>() { softmax_forward<Log, T>(x.data<T>(), y.mutable_data<T>(), layout); });
   if (autograd::needs_grad(x))
-    autograd::record(y, backward_name, {x}, [saved_y = autograd::SavedTensor(y), layout, backward_name](
-                                                const Tensor& dy, autograd::GradInputs& grads) {
-      const Tensor& y = grads.unpack(saved_y);
-      Tensor dx = make_tensor(y.shape(), y.dtype());
-      detail::dispatch_floating(backward_name, y.dtype(), [&]<typename T>() {
-        softmax_backward<Log, T>(dy.data<T>(), y.data<T>(), dx.mutable_data<T>(), layout);
-      });
-      grads.set(0, dx);
-    });
+    autograd::record(
+        y, backward_name, {x},
+        [saved_y = autograd::SavedTensor(y), layout, backward_name](const Tensor& dy, autograd::GradInputs& grads) {
+          const Tensor& y = grads.unpack(saved_y);
+          Tensor dx = make_tensor(y.shape(), y.dtype());
+          detail::dispatch_floating(backward_name, y.dtype(), [&]<typename T>() {
+            softmax_backward<Log, T>(dy.data<T>(), y.data<T>(), dx.mutable_data<T>(), layout);
+          });
+          grads.set(0, dx);
+        });
   return y;
 }
 
@@ -144,7 +148,8 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
   for (int64_t dim : dims) {
     const int64_t d = detail::normalize_dim_0d(dim, x, op);
     if (ndim == 0) continue;
-    check(!reduced[d], op, "dim ", dim, " appears more than once in the list of dims for a tensor of shape ", x.shape());
+    check(!reduced[d], op, "dim ", dim, " appears more than once in the list of dims for a tensor of shape ",
+          x.shape());
     reduced[d] = true;
   }
   Shape keepdim_shape, out_shape;
@@ -160,13 +165,13 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
   Tensor out = make_tensor(out_shape, x.dtype(), op);
   if (reduced_count <= 1) {
     const AlongDim layout = detail::along_dim(x.shape(), reduced_count == 1 ? reduced_dim : ndim);
-    detail::dispatch_floating(op, x.dtype(), [&]<typename T>() { logsumexp_forward<T>(x.data<T>(), out.mutable_data<T>(), layout); });
+    detail::dispatch_floating(op, x.dtype(),
+                              [&]<typename T>() { logsumexp_forward<T>(x.data<T>(), out.mutable_data<T>(), layout); });
   } else {
     const Tensor rows = detail::permute_copy(x, permutation);
     const AlongDim layout{.outer = out.numel(), .size = reduced_numel, .inner = 1};
-    detail::dispatch_floating(op, x.dtype(), [&]<typename T>() {
-      logsumexp_forward<T>(rows.data<T>(), out.mutable_data<T>(), layout);
-    });
+    detail::dispatch_floating(
+        op, x.dtype(), [&]<typename T>() { logsumexp_forward<T>(rows.data<T>(), out.mutable_data<T>(), layout); });
   }
   if (autograd::needs_grad(x))
     autograd::record(out, "LogsumexpBackward", {x},
@@ -176,12 +181,15 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
                        // dx = g · exp(x − logsumexp): the softmax of x over the reduced dims, times g
                        const Tensor spread_out = detail::broadcast_to(make_view(out, keepdim_shape), x.shape());
                        const Tensor spread_g = detail::broadcast_to(make_view(g, keepdim_shape), x.shape());
-                       const Tensor weights = detail::map2(x, spread_out, [](auto xv, auto lse) { return std::exp(xv - lse); });
+                       const Tensor weights =
+                           detail::map2(x, spread_out, [](auto xv, auto lse) { return std::exp(xv - lse); });
                        grads.set(0, detail::map2(spread_g, weights, [](auto gv, auto w) { return gv * w; }));
                      });
   return out;
 }
 
-Tensor Tensor::logsumexp(const std::vector<int64_t>& dims, bool keepdim) const { return tg::logsumexp(*this, dims, keepdim); }
+Tensor Tensor::logsumexp(const std::vector<int64_t>& dims, bool keepdim) const {
+  return tg::logsumexp(*this, dims, keepdim);
+}
 
 }  // namespace tg
