@@ -6,6 +6,7 @@
 // line length (lane_sum), so results do not depend on the thread count.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "autograd/node.hpp"
 #include "deterministic_sum.hpp"
@@ -20,19 +21,26 @@ namespace {
 
 using detail::AlongDim;
 
-// Calls line_fn(start) for the offset of every line of `layout`, lines in parallel chunks.
+// Calls line_fn(line, start, stride) for every line of `layout` (start: the offset of its first
+// element), lines in parallel chunks. Contiguous lines (inner = 1: a softmax over the last dim) get
+// the stride as the constant 1, so that their loops vectorise; strided lines get it at run time.
 template <typename LineFn>
 void for_each_line(const AlongDim& layout, const LineFn& line_fn) {
-  detail::parallel_for(layout.lines(), detail::ceil_div(detail::kElementwiseGrain, std::max<int64_t>(layout.size, 1)),
-                       [&](int64_t begin, int64_t end) {
-                         for (int64_t line = begin; line < end; ++line) line_fn(layout.line_start(line));
-                       });
+  const auto run = [&](auto stride) {
+    detail::parallel_for(layout.lines(), detail::ceil_div(detail::kElementwiseGrain, std::max<int64_t>(layout.size, 1)),
+                         [&](int64_t begin, int64_t end) {
+                           for (int64_t line = begin; line < end; ++line)
+                             line_fn(line, layout.line_start(line), stride);
+                         });
+  };
+  if (layout.inner == 1) run(std::integral_constant<int64_t, 1>{});
+  else run(layout.inner);
 }
 
 // The max of a line of n elements at `stride`; -inf for an empty line (NaN stays out of the max,
 // but it reaches every output through the sum of exp).
-template <typename T>
-T line_max(const T* x, int64_t n, int64_t stride) {
+template <typename T, typename Stride>
+T line_max(const T* x, int64_t n, Stride stride) {
   T best = -std::numeric_limits<T>::infinity();
   for (int64_t k = 0; k < n; ++k) best = std::max(best, x[k * stride]);
   return best;
@@ -43,8 +51,8 @@ T line_max(const T* x, int64_t n, int64_t stride) {
 //   log_softmax:  y_k = x_k − m − log s
 template <bool Log, typename T>
 void softmax_forward(const T* x, T* y, const AlongDim& layout) {
-  const int64_t n = layout.size, stride = layout.inner;
-  for_each_line(layout, [&](int64_t start) {
+  const int64_t n = layout.size;
+  for_each_line(layout, [&](int64_t, int64_t start, auto stride) {
     const T* in = x + start;
     T* out = y + start;
     const T shift = line_max(in, n, stride);
@@ -70,8 +78,8 @@ void softmax_forward(const T* x, T* y, const AlongDim& layout) {
 //   log_softmax:  dx_k = dy_k − exp(y_k) Σ_j dy_j
 template <bool Log, typename T>
 void softmax_backward(const T* dy, const T* y, T* dx, const AlongDim& layout) {
-  const int64_t n = layout.size, stride = layout.inner;
-  for_each_line(layout, [&](int64_t start) {
+  const int64_t n = layout.size;
+  for_each_line(layout, [&](int64_t, int64_t start, auto stride) {
     const T* grad = dy + start;
     const T* out = y + start;
     T* result = dx + start;
@@ -114,18 +122,15 @@ Tensor softmax_op(const Tensor& x, int64_t dim, const char* op, const char* back
 // (and an empty line -inf), where x − m would have made NaN.
 template <typename T>
 void logsumexp_forward(const T* x, T* out, const AlongDim& layout) {
-  const int64_t n = layout.size, stride = layout.inner;
-  detail::parallel_for(layout.lines(), detail::ceil_div(detail::kElementwiseGrain, std::max<int64_t>(n, 1)),
-                       [&](int64_t begin, int64_t end) {
-                         for (int64_t line = begin; line < end; ++line) {
-                           const T* in = x + layout.line_start(line);
-                           T shift = line_max(in, n, stride);
-                           if (std::isinf(shift)) shift = 0;
-                           const double sum = detail::lane_sum(
-                               n, [&](int64_t k) { return static_cast<double>(std::exp(in[k * stride] - shift)); });
-                           out[line] = shift + static_cast<T>(std::log(sum));
-                         }
-                       });
+  const int64_t n = layout.size;
+  for_each_line(layout, [&](int64_t line, int64_t start, auto stride) {
+    const T* in = x + start;
+    T shift = line_max(in, n, stride);
+    if (std::isinf(shift)) shift = 0;
+    const double sum =
+        detail::lane_sum(n, [&](int64_t k) { return static_cast<double>(std::exp(in[k * stride] - shift)); });
+    out[line] = shift + static_cast<T>(std::log(sum));
+  });
 }
 
 }  // namespace
