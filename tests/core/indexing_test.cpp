@@ -56,6 +56,13 @@ TEST_CASE("indexing by hand: repeats, 0-d, empty and smaller index tensors", "[c
   w.index_select(0, int64_values({2, 0, 2, 2}, {4})).sum().backward();
   CHECK(w.grad().to_vector<double>() == std::vector<double>{1, 0, 3});
 
+  // Selecting only moves values: int64 labels and bool masks are selected too.
+  const Tensor labels = int64_values({7, 8, 9}, {3});
+  CHECK(labels.index_select(0, int64_values({2, 0}, {2})).to_vector<int64_t>() == std::vector<int64_t>{9, 7});
+  CHECK(labels.gather(0, int64_values({1, 1}, {2})).to_vector<int64_t>() == std::vector<int64_t>{8, 8});
+  const Tensor mask = tg::tensor({1, 0}, {}, tg::kBool).index_select(0, int64_values({1, 0, 0}, {3}));
+  CHECK(mask.to_vector<bool>() == std::vector<bool>{false, true, true});
+
   // gather with an index smaller than x in the other dim: out[i][j] = x[i][index[i][j]]
   const Tensor g = x.gather(1, int64_values({2, 0}, {1, 2}));
   CHECK(g.shape() == tg::Shape{1, 2});
@@ -114,8 +121,8 @@ TEST_CASE("indexing refuses bad indices and shapes with tg::Error", "[core][inde
                    Contains("scatter_add") && Contains("larger than src"));
   REQUIRE_TG_ERROR(x.scatter_add(0, int64_values({0}, {1, 1}), tg::ones({1, 1}, tg::kFloat64)),
                    Contains("scatter_add") && Contains("dtypes differ"));
-  REQUIRE_TG_ERROR(tg::zeros({2}, tg::kInt64).gather(0, int64_values({0}, {1})),
-                   Contains("gather") && Contains("int64"));
+  REQUIRE_TG_ERROR(tg::zeros({2}, tg::kInt64).scatter_add(0, int64_values({0}, {1}), tg::zeros({1}, tg::kInt64)),
+                   Contains("scatter_add") && Contains("int64"));
 }
 
 TEST_CASE("indexing backward gives the same bits at any thread count", "[core][indexing][threads]") {

@@ -65,6 +65,9 @@ TEST_CASE("Embedding module: shapes, padding row, named parameter", "[embedding]
   const Tensor y = embed(int64_values({1, 4, 1, 1}, {4}));
   y.sum().backward();
   CHECK(embed.weight.grad().to_vector<float>() == std::vector<float>{0, 0, 0, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  // In float64 after Module::to, like every module.
+  embed.to(tg::kFloat64);
+  CHECK(embed(int64_values({1}, {1})).dtype() == tg::kFloat64);
 }
 
 TEST_CASE("embedding passes gradcheck in float64", "[embedding][gradcheck]") {

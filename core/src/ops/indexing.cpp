@@ -66,6 +66,9 @@ void index_add(T* dst, const AlongDim& dst_layout, const int64_t* index, int64_t
 TG_INSTANTIATE_INDEX_KERNELS(float)
 TG_INSTANTIATE_INDEX_KERNELS(double)
 #undef TG_INSTANTIATE_INDEX_KERNELS
+// Selecting only moves values: labels (int64) and masks (bool) are selected too.
+template void index_rows<int64_t>(const int64_t*, const AlongDim&, const int64_t*, int64_t, int64_t*);
+template void index_rows<bool>(const bool*, const AlongDim&, const int64_t*, int64_t, bool*);
 
 }  // namespace detail
 
@@ -170,16 +173,17 @@ ScatterPlan plan_scatter(const Tensor& x, int64_t dim, const Tensor& index, cons
   return plan;
 }
 
-void check_input(const Tensor& x, const char* op) {
+// index_select and gather only move values, so they take every dtype; scatter_add adds, so floats.
+void check_input(const Tensor& x, const char* op, bool adds) {
   check(x.defined(), op, "undefined input");
-  detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
+  if (adds) detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
 }
 
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const char* op = "index_select";
-  check_input(x, op);
+  check_input(x, op, /*adds=*/false);
   check(index.defined(), op, "undefined index");
   check(index.dtype() == kInt64, op, "expected an int64 index, got ", index.dtype());
   check(index.dim() <= 1, op, "expected a 1-D index, got an index of shape ", index.shape());
@@ -191,7 +195,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape out_shape = x.shape();
   if (x.dim() > 0) out_shape[d] = n;
   Tensor out = make_tensor(out_shape, x.dtype(), op);
-  detail::dispatch_floating(op, x.dtype(), [&]<typename T>() {
+  detail::dispatch_all(op, x.dtype(), [&]<typename T>() {
     detail::index_rows<T>(x.data<T>(), layout, index.data<int64_t>(), n, out.mutable_data<T>());
   });
   if (autograd::needs_grad(x))
@@ -211,10 +215,10 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   const char* op = "gather";
-  check_input(x, op);
+  check_input(x, op, /*adds=*/false);
   const ScatterPlan plan = plan_scatter(x, dim, index, index.defined() ? index.shape() : Shape{}, op);
   Tensor out = make_tensor(index.shape(), x.dtype(), op);
-  detail::dispatch_floating(op, x.dtype(), [&]<typename T>() {
+  detail::dispatch_all(op, x.dtype(), [&]<typename T>() {
     gather_kernel<T>(x.data<T>(), index.data<int64_t>(), out.mutable_data<T>(), plan);
   });
   if (autograd::needs_grad(x))
@@ -233,7 +237,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   const char* op = "scatter_add";
-  check_input(x, op);
+  check_input(x, op, /*adds=*/true);
   check(src.defined(), op, "undefined src");
   check(src.dtype() == x.dtype(), op, "dtypes differ: input ", x.dtype(), ", src ", src.dtype());
   check(src.dim() == x.dim(), op, "expected src with as many dims as the input (", x.dim(), "), got src of shape ",
