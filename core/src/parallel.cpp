@@ -1,11 +1,16 @@
-// The process-wide thread count, as oneTBB's global_control of the allowed parallelism.
+// The process-wide thread count, as oneTBB's global_control of the allowed parallelism, and the
+// one oneTBB loop that every parallel kernel runs through (parallel_for.hpp says why).
 #include "tapegrad/parallel.hpp"
 
 #include <memory>
 #include <mutex>
 
+#include <tbb/blocked_range.h>
 #include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
 
+#include "parallel_for.hpp"
 #include "tapegrad/error.hpp"
 
 namespace tg {
@@ -26,5 +31,18 @@ void set_num_threads(int num_threads) {
 int get_num_threads() {
   return static_cast<int>(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
 }
+
+namespace detail {
+
+void run_chunks_in_parallel(int64_t chunks, const void* context,
+                            void (*run_chunks)(const void* context, int64_t first, int64_t last)) {
+  // One chunk per task (simple_partitioner, grain 1): the chunks are already sized to the work.
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, chunks, 1),
+      [&](const tbb::blocked_range<int64_t>& range) { run_chunks(context, range.begin(), range.end()); },
+      tbb::simple_partitioner());
+}
+
+}  // namespace detail
 
 }  // namespace tg

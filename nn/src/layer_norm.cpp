@@ -4,11 +4,10 @@
 // product of the leading dims); the row kernels, and the maths, are in layer_norm_kernels.cpp.
 #include "tapegrad/nn/layer_norm.hpp"
 
-#include <algorithm>
-
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "layer_norm_kernels.hpp"
+#include "normalized_rows.hpp"
 #include "tapegrad/nn/functional.hpp"
 
 namespace tg::nn {
@@ -17,22 +16,9 @@ namespace functional {
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  check(x.defined(), "layer_norm", "undefined input");
-  check(!normalized_shape.empty(), "layer_norm", "expected a non-empty normalized_shape, got ", normalized_shape);
-  const size_t lead = x.shape().size() - std::min(x.shape().size(), normalized_shape.size());
-  check(x.shape().size() >= normalized_shape.size() &&
-            Shape(x.shape().begin() + static_cast<std::ptrdiff_t>(lead), x.shape().end()) == normalized_shape,
-        "layer_norm", "expected an input whose trailing dims are normalized_shape ", normalized_shape,
-        ", got an input of shape ", x.shape());
-  for (const auto& [parameter, what] : {std::pair{&weight, "weight"}, std::pair{&bias, "bias"}}) {
-    if (!parameter->defined()) continue;
-    check(parameter->shape() == normalized_shape, "layer_norm", "expected ", what,
-          " of shape normalized_shape ", normalized_shape, ", got ", parameter->shape());
-    check(parameter->dtype() == x.dtype(), "layer_norm", "dtypes differ: input ", x.dtype(), ", ", what, " ",
-          parameter->dtype());
-  }
-  int64_t M = 1, N = 1;
-  for (size_t d = 0; d < x.shape().size(); ++d) (d < lead ? M : N) *= x.shape()[d];
+  const detail::NormalizedRows rows =
+      detail::check_normalized_input("layer_norm", x, normalized_shape, {{&weight, "weight"}, {&bias, "bias"}});
+  const int64_t M = rows.M, N = rows.N;  // named copies: the backward closure captures them
 
   // An absent γ is ones and an absent β zeros (N elements each), so one kernel serves both
   // cases; such constants do not require grad, so the node sends them nothing.
@@ -74,7 +60,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 LayerNorm::LayerNorm(Shape normalized_shape, LayerNormOptions options)
     : weight("LayerNorm.weight", options.elementwise_affine ? ones(normalized_shape) : Tensor()),
-      bias("LayerNorm.bias", options.elementwise_affine ? zeros(normalized_shape) : Tensor()),
+      bias("LayerNorm.bias", options.elementwise_affine && options.bias ? zeros(normalized_shape) : Tensor()),
       normalized_shape(std::move(normalized_shape)),
       eps(options.eps) {
   check(!this->normalized_shape.empty(), "LayerNorm", "expected a non-empty normalized_shape, got ",

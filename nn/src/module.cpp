@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "autograd/node.hpp"
+#include "member_name.hpp"
 #include "tapegrad/autograd.hpp"
 
 namespace tg::nn {
@@ -37,23 +38,21 @@ struct Members::Visitor {
   bool include_absent = false;  // also visit absent (undefined) parameters
 };
 
-namespace {
 // A member name is one segment of a dotted name: a dot would make "lin.bias" beside a child "lin"
 // ambiguous, and "__metadata__" is the safetensors header's own key.
-void check_member_name(const std::string& name, const char* what) {
+void detail::check_member_name(const std::string& name, const char* what) {
   check(!name.empty() && name.find('.') == std::string::npos && name != "__metadata__", what, "invalid name '", name,
         "': a member name must be non-empty, contain no '.', and not be '__metadata__'");
 }
-}  // namespace
 
 void Members::parameter(const std::string& name, Parameter& parameter) {
-  check_member_name(name, "Members::parameter");
+  detail::check_member_name(name, "Members::parameter");
   if (visitor_.on_parameter && (parameter.defined() || visitor_.include_absent))
     visitor_.on_parameter(prefix_ + name, parameter);
 }
 
 void Members::module(const std::string& name, Module& child) {
-  check_member_name(name, "Members::module");
+  detail::check_member_name(name, "Members::module");
   child.walk(visitor_, prefix_ + name + ".");
 }
 

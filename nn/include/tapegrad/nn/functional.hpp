@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "tapegrad/nn/loss.hpp"
 #include "tapegrad/tensor.hpp"
 
 namespace tg::nn::functional {
@@ -26,6 +27,11 @@ Tensor relu(const Tensor& x);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 
+// x: [..., *normalized_shape]; weight: normalized_shape or absent; eps unset: the dtype's machine
+// epsilon, as torch.nn.functional.rms_norm   (node RmsNormBackward)
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                std::optional<double> eps = std::nullopt);
+
 // The softmax family along dim, as x.softmax(dim) and x.log_softmax(dim)   (SoftmaxBackward, LogSoftmaxBackward)
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
@@ -33,10 +39,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // weight's gradient gets no contribution at padding_idx (negative counts from the end)   (EmbeddingBackward)
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
 
-Tensor mse_loss(const Tensor& input, const Tensor& target);  // (node MseLossBackward)
-// logits: [N, C]; targets: int64 [N], or the classes in a vector or braced list   (CrossEntropyBackward)
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
-Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets);
-Tensor cross_entropy(const Tensor& logits, std::initializer_list<int64_t> targets);
+// The losses of loss.hpp (tg::nn::cross_entropy, ...), under their F:: names as well.
+using tg::nn::binary_cross_entropy;
+using tg::nn::binary_cross_entropy_with_logits;
+using tg::nn::cross_entropy;
+using tg::nn::huber_loss;
+using tg::nn::l1_loss;
+using tg::nn::mse_loss;
+using tg::nn::nll_loss;
+using tg::nn::smooth_l1_loss;
 
 }  // namespace tg::nn::functional

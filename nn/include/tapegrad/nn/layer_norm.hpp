@@ -3,21 +3,24 @@
 //
 //   tg::nn::LayerNorm ln({64});                                                 // nn.LayerNorm(64)
 //   tg::nn::LayerNorm plain({64}, {.eps = 1e-6, .elementwise_affine = false});  // no γ, β
+//   tg::nn::LayerNorm scale_only({64}, {.bias = false});                        // γ, no β
 #pragma once
 
 #include "tapegrad/nn/module.hpp"
 
 namespace tg::nn {
 
-// The optional arguments, by libtorch's names and in its order (torch::nn::LayerNormOptions).
+// The optional arguments, by PyTorch's names and in its order (nn.LayerNorm, PyTorch ≥ 2.1).
 struct LayerNormOptions {
   double eps = 1e-5;
   bool elementwise_affine = true;  // false: no γ and β
+  bool bias = true;                // false: γ but no β (when elementwise_affine)
 };
 
 class LayerNorm : public Module {
  public:
-  // weight (γ) ones and bias (β) zeros of shape normalized_shape; none without elementwise_affine.
+  // weight (γ) ones and bias (β) zeros of shape normalized_shape; none without elementwise_affine,
+  // no bias with bias = false.
   explicit LayerNorm(Shape normalized_shape, LayerNormOptions options = {});
 
   Tensor forward(const Tensor& x) override;  // x: [..., *normalized_shape] -> same shape

@@ -1,0 +1,383 @@
+// cross_entropy (class-index and probability targets, class weights, ignore_index, label
+// smoothing, spatial dims) and nll_loss: one fused pass per row for log_softmax + nll (+ the
+// smoothing term) forward, and an analytic backward (softmax − target distribution, scaled),
+// parallel over rows and deterministic at any thread count.
+//
+// Shapes: input [N, C, d1, ...] (or [C]) is M = N·S rows of C classes, S = d1·... ; the classes of
+// one row lie S apart. Mean reductions follow PyTorch 1.13 (aten/src/ATen/native/LossNLL.cpp).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "autograd/node.hpp"
+#include "loss_reduction.hpp"
+
+namespace tg::nn {
+
+namespace {
+
+using detail::for_each_chunk;
+using detail::row_chunks;
+using detail::RowChunks;
+using tg::detail::lane_sum;
+
+// input [N, C, d1, ...] or [C] as rows; row r's class c sits at offset(r) + c · inner.
+struct ClassRows {
+  int64_t rows = 0;
+  int64_t classes = 0;
+  int64_t inner = 1;  // S = d1 · ... ; 1 without spatial dims
+  int64_t offset(int64_t row) const { return (row / inner) * classes * inner + row % inner; }
+};
+
+ClassRows class_rows(const Shape& input_shape) {
+  ClassRows rows;
+  if (input_shape.size() == 1) {
+    rows.rows = 1;
+    rows.classes = input_shape[0];
+    return rows;
+  }
+  rows.classes = input_shape[1];
+  for (size_t d = 2; d < input_shape.size(); ++d) rows.inner *= input_shape[d];
+  rows.rows = input_shape[0] * rows.inner;
+  return rows;
+}
+
+// The shape of one loss per row: [N, C, d1, ...] -> [N, d1, ...]; [C] -> [].
+Shape row_shape(const Shape& input_shape) {
+  Shape shape = input_shape;
+  shape.erase(shape.begin() + (input_shape.size() == 1 ? 0 : 1));
+  return shape;
+}
+
+// The validated arguments of a class loss.
+struct ClassLossArgs {
+  ClassRows rows;
+  Tensor classes;  // a copy of the int64 targets, so that backward uses the classes checked here
+};
+
+void check_input_and_weight(const char* op, const Tensor& input, const Tensor& weight) {
+  detail::check_floating(op, "input", input);
+  check(input.dim() >= 1, op, "expected input of shape [N, C], [C] or [N, C, d1, ...], got ", input.shape());
+  if (!weight.defined()) return;
+  detail::check_floating(op, "weight", weight);
+  detail::check_same_dtype(op, "weight", input, weight);
+  detail::check_constant(op, "weight", weight);
+  const int64_t C = class_rows(input.shape()).classes;
+  check(weight.shape() == Shape{C}, op, "expected a weight per class, of shape [", C, "] for input of shape ",
+        input.shape(), ", got ", weight.shape());
+}
+
+ClassLossArgs check_class_targets(const char* op, const Tensor& input, const Tensor& target, const Tensor& weight,
+                                  int64_t ignore_index) {
+  check_input_and_weight(op, input, weight);
+  check(target.defined(), op, "undefined target");
+  check(target.dtype() == kInt64, op, "expected int64 class targets, got ", target.dtype(),
+        " (convert class indices with .to(tg::kInt64))");
+  check(target.shape() == row_shape(input.shape()), op, "expected target of shape ", row_shape(input.shape()),
+        " for input of shape ", input.shape(), " ([N, C] takes [N], [C] takes [], [N, C, d1, ...] takes [N, d1, ...]), got ",
+        target.shape());
+  ClassLossArgs args{class_rows(input.shape()), target.clone()};
+  const int64_t* classes = args.classes.data<int64_t>();
+  const int64_t C = args.rows.classes;
+  for (int64_t i = 0; i < args.rows.rows; ++i)
+    check(classes[i] == ignore_index || (classes[i] >= 0 && classes[i] < C), op, "target ", classes[i], " at index ",
+          i, " is out of range for ", C, " classes (expected a class in [0, ", C, ") or ignore_index ", ignore_index,
+          ")");
+  return args;
+}
+
+void check_label_smoothing(double label_smoothing) {
+  check(label_smoothing >= 0.0 && label_smoothing <= 1.0, "cross_entropy",
+        "label_smoothing must be in [0, 1], got ", label_smoothing);
+}
+
+// One row of C classes, `stride` apart, read as doubles.
+template <typename T>
+struct ClassRow {
+  const T* first;
+  int64_t stride;
+  double operator[](int64_t c) const { return static_cast<double>(first[c * stride]); }
+};
+
+// log Σ_c exp(row[c]) with the row max subtracted first: exp never overflows and the largest term
+// is exactly 1, so large logits (1e3) stay exact.
+template <typename T>
+double log_sum_exp(const ClassRow<T>& row, int64_t C) {
+  double row_max = C > 0 ? row[0] : 0.0;
+  for (int64_t c = 1; c < C; ++c)
+    if (row[c] > row_max) row_max = row[c];  // a NaN first element stays: the result is NaN, as in PyTorch
+  return row_max + std::log(lane_sum(C, [&](int64_t c) { return std::exp(row[c] - row_max); }));
+}
+
+// --- class-index targets: cross_entropy and nll_loss --------------------------------------------
+
+// Per-row terms over the non-ignored rows: Σ w[y]·(−log p_y), Σ_c w_c·(−log p_c) (the smoothing
+// term) and Σ w[y] (the mean's divisor).
+struct ClassSums {
+  double nll = 0.0;
+  double smooth = 0.0;
+  double weight = 0.0;
+};
+
+// input: [M rows of C] (ClassRows); target: [M]; weight: [C] or null. With `normalize` the rows
+// are logits and p = softmax(row) (cross_entropy); without, they already are log-probabilities
+// (nll_loss): lse = 0 and no softmax term in backward.
+template <typename T>
+struct ClassIndexLoss {
+  const T* input;
+  const int64_t* target;
+  const T* weight;
+  ClassRows rows;
+  int64_t ignore_index;
+  double smoothing;  // ε; 0 for nll_loss
+  bool normalize;
+
+  ClassRow<T> row(int64_t r) const { return {input + rows.offset(r), rows.inner}; }
+  double class_weight(int64_t c) const { return weight ? static_cast<double>(weight[c]) : 1.0; }
+
+  // Fills lse: [M] (saved for backward) and, unless null, per_row: [M] with each row's loss;
+  // returns the sums.
+  ClassSums forward(double* lse, T* per_row) const {
+    const int64_t C = rows.classes;
+    const RowChunks chunks = row_chunks(rows.rows, C);
+    std::vector<double> slots(static_cast<size_t>(3 * chunks.count), 0.0);
+    for_each_chunk(chunks, rows.rows, [&](int64_t chunk, int64_t r0, int64_t r1) {
+      double nll = 0.0, smooth = 0.0, weight_sum = 0.0;
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t y = target[r];
+        lse[r] = 0.0;
+        if (y == ignore_index) {
+          if (per_row) per_row[r] = T(0);
+          continue;
+        }
+        const ClassRow<T> x = row(r);
+        if (normalize) lse[r] = log_sum_exp(x, C);
+        // −log p_c = lse − x_c
+        const double row_nll = class_weight(y) * (lse[r] - x[y]);
+        const double row_smooth =
+            smoothing > 0.0 ? lane_sum(C, [&](int64_t c) { return class_weight(c) * (lse[r] - x[c]); }) : 0.0;
+        if (per_row)
+          per_row[r] = static_cast<T>(smoothing > 0.0 ? (1.0 - smoothing) * row_nll + smoothing / C * row_smooth
+                                                      : row_nll);
+        nll += row_nll;
+        smooth += row_smooth;
+        weight_sum += class_weight(y);
+      }
+      double* slot = slots.data() + 3 * chunk;
+      slot[0] = nll;
+      slot[1] = smooth;
+      slot[2] = weight_sum;
+    });
+    const std::vector<double> sums = detail::sum_slots(slots, chunks.count, 3);
+    return {sums[0], sums[1], sums[2]};
+  }
+
+  // dinput = a · (p − one_hot(y)) + b · (p · Σ_c w_c − w), per non-ignored row, where a and b are
+  // the gradients reaching the row's nll and smoothing terms; ignored rows get 0.
+  template <typename Upstream>
+  void backward(const double* lse, const Upstream& grad, T* dinput) const {
+    const int64_t C = rows.classes;
+    const double weight_total = lane_sum(C, [&](int64_t c) { return class_weight(c); });
+    for_each_chunk(row_chunks(rows.rows, C), rows.rows, [&](int64_t, int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        T* dx = dinput + rows.offset(r);
+        const int64_t y = target[r];
+        if (y == ignore_index) {
+          for (int64_t c = 0; c < C; ++c) dx[c * rows.inner] = T(0);
+          continue;
+        }
+        const ClassRow<T> x = row(r);
+        const double a = (1.0 - smoothing) * class_weight(y) * grad(r);
+        const double b = smoothing > 0.0 ? smoothing / C * grad(r) : 0.0;
+        for (int64_t c = 0; c < C; ++c) {
+          const double p = normalize ? std::exp(x[c] - lse[r]) : 0.0;
+          const double d = a * (p - (c == y ? 1.0 : 0.0));
+          dx[c * rows.inner] = static_cast<T>(smoothing > 0.0 ? d + b * (p * weight_total - class_weight(c)) : d);
+        }
+      }
+    });
+  }
+};
+
+// The class-index loss, reduced as PyTorch 1.13 does (cross_entropy_loss_label_smoothing):
+//   mean: ((1 − ε)·Σ nll + ε/C · Σ smooth) / Σ w[y] over the non-ignored rows (w = 1 unweighted);
+//   sum: the same without the divisor; none: each row's (1 − ε)·nll + ε/C · smooth.
+Tensor class_index_loss(const char* op, const char* node, const Tensor& input, const ClassLossArgs& args,
+                        const Tensor& weight, int64_t ignore_index, Reduction reduction, double smoothing,
+                        bool normalize) {
+  const ClassRows rows = args.rows;
+  Tensor lse = make_tensor({rows.rows}, kFloat64);
+  Tensor out;
+  ClassSums sums;
+  tg::detail::dispatch_floating(op, input.dtype(), [&]<typename T>() {
+    const ClassIndexLoss<T> loss{input.data<T>(), args.classes.data<int64_t>(),
+                                 weight.defined() ? weight.data<T>() : nullptr, rows, ignore_index, smoothing, normalize};
+    if (reduction == Reduction::None) out = make_tensor(row_shape(input.shape()), input.dtype());
+    sums = loss.forward(lse.mutable_data<double>(), out.defined() ? out.mutable_data<T>() : nullptr);
+  });
+  // The mean's divisor (1 for sum and none).
+  const double divisor = reduction == Reduction::Mean ? sums.weight : 1.0;
+  if (reduction != Reduction::None) {
+    const double nll = sums.nll / divisor;
+    out = scalar_tensor(
+        smoothing > 0.0 ? (1.0 - smoothing) * nll + smoothing / rows.classes * (sums.smooth / divisor) : nll,
+        input.dtype());
+  }
+  if (autograd::needs_grad(input))
+    autograd::record(out, node, {input},
+                     [node, saved_input = autograd::SavedTensor(input), saved_weight = detail::save_if_defined(weight), classes = args.classes, lse, rows, ignore_index, reduction,
+                      smoothing, normalize, divisor](const Tensor& grad_output,
+                                                                        autograd::GradInputs& grads) {
+                       const Tensor& input = grads.unpack(saved_input);
+                       const Tensor weight = detail::unpack_if_saved(grads, saved_weight);
+                       Tensor dinput = make_tensor(input.shape(), input.dtype());
+                       tg::detail::dispatch_floating(node, input.dtype(), [&]<typename T>() {
+                         const ClassIndexLoss<T> loss{input.data<T>(), classes.data<int64_t>(),
+                                                      weight.defined() ? weight.data<T>() : nullptr, rows, ignore_index,
+                                                      smoothing, normalize};
+                         loss.backward(lse.data<double>(), detail::upstream<T>(grad_output, reduction, 1.0 / divisor),
+                                       dinput.mutable_data<T>());
+                       });
+                       grads.set(0, dinput);
+                     });
+  return out;
+}
+
+// --- probability targets ----------------------------------------------------------------------
+
+// input, target: [M rows of C] (ClassRows); weight: [C] or null. The target distribution is
+// t' = (1 − ε)·t + ε/C; a row's loss is Σ_c w_c·t'_c·(lse − x_c).
+template <typename T>
+struct ClassProbabilityLoss {
+  const T* input;
+  const T* target;
+  const T* weight;
+  ClassRows rows;
+  double smoothing;
+
+  ClassRow<T> row(int64_t r) const { return {input + rows.offset(r), rows.inner}; }
+  // w_c · t'_c of row r
+  double weighted_target(int64_t r, int64_t c) const {
+    const double t = static_cast<double>(target[rows.offset(r) + c * rows.inner]);
+    const double smoothed = smoothing > 0.0 ? (1.0 - smoothing) * t + smoothing / rows.classes : t;
+    return weight ? static_cast<double>(weight[c]) * smoothed : smoothed;
+  }
+
+  // Fills lse: [M] and, unless null, per_row: [M]; returns Σ of the row losses.
+  double forward(double* lse, T* per_row) const {
+    const int64_t C = rows.classes;
+    const RowChunks chunks = row_chunks(rows.rows, C);
+    std::vector<double> slots(static_cast<size_t>(chunks.count), 0.0);
+    for_each_chunk(chunks, rows.rows, [&](int64_t chunk, int64_t r0, int64_t r1) {
+      double total = 0.0;
+      for (int64_t r = r0; r < r1; ++r) {
+        const ClassRow<T> x = row(r);
+        lse[r] = log_sum_exp(x, C);
+        const double loss = lane_sum(C, [&](int64_t c) { return weighted_target(r, c) * (lse[r] - x[c]); });
+        if (per_row) per_row[r] = static_cast<T>(loss);
+        total += loss;
+      }
+      slots[static_cast<size_t>(chunk)] = total;
+    });
+    return detail::sum_slots(slots, chunks.count, 1)[0];
+  }
+
+  // dinput_c = g_r · (p_c · Σ_k w_k t'_k − w_c t'_c); dtarget_c = g_r · (1 − ε) · w_c · (lse − x_c).
+  // Either output may be null.
+  template <typename Upstream>
+  void backward(const double* lse, const Upstream& grad, T* dinput, T* dtarget) const {
+    const int64_t C = rows.classes;
+    for_each_chunk(row_chunks(rows.rows, C), rows.rows, [&](int64_t, int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const ClassRow<T> x = row(r);
+        const int64_t offset = rows.offset(r);
+        const double g = grad(r);
+        if (dinput) {
+          const double target_mass = lane_sum(C, [&](int64_t c) { return weighted_target(r, c); });
+          for (int64_t c = 0; c < C; ++c)
+            dinput[offset + c * rows.inner] =
+                static_cast<T>(g * (std::exp(x[c] - lse[r]) * target_mass - weighted_target(r, c)));
+        }
+        if (dtarget)
+          for (int64_t c = 0; c < C; ++c)
+            dtarget[offset + c * rows.inner] = static_cast<T>(g * (1.0 - smoothing) * (weight ? static_cast<double>(weight[c]) : 1.0) * (lse[r] - x[c]));
+      }
+    });
+  }
+};
+
+// Probability targets: mean divides by the number of rows M (NaN for M = 0), whatever the weights.
+Tensor class_probability_loss(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
+                              double smoothing) {
+  const ClassRows rows = class_rows(input.shape());
+  Tensor lse = make_tensor({rows.rows}, kFloat64);
+  Tensor out;
+  double sum = 0.0;
+  tg::detail::dispatch_floating("cross_entropy", input.dtype(), [&]<typename T>() {
+    const ClassProbabilityLoss<T> loss{input.data<T>(), target.data<T>(),
+                                       weight.defined() ? weight.data<T>() : nullptr, rows, smoothing};
+    if (reduction == Reduction::None) out = make_tensor(row_shape(input.shape()), input.dtype());
+    sum = loss.forward(lse.mutable_data<double>(), out.defined() ? out.mutable_data<T>() : nullptr);
+  });
+  const double divisor = reduction == Reduction::Mean ? static_cast<double>(rows.rows) : 1.0;
+  if (reduction != Reduction::None) out = scalar_tensor(sum / divisor, input.dtype());
+  if (autograd::needs_grad(input, target))
+    autograd::record(out, "CrossEntropyProbBackward", {input, target},
+                     [saved_input = autograd::SavedTensor(input), saved_target = autograd::SavedTensor(target),
+                      saved_weight = detail::save_if_defined(weight), lse, rows, reduction, smoothing,
+                      divisor](const Tensor& grad_output, autograd::GradInputs& grads) {
+                       const Tensor &input = grads.unpack(saved_input), &target = grads.unpack(saved_target);
+                       const Tensor weight = detail::unpack_if_saved(grads, saved_weight);
+                       Tensor dinput, dtarget;
+                       if (grads.needed(0)) dinput = make_tensor(input.shape(), input.dtype());
+                       if (grads.needed(1)) dtarget = make_tensor(target.shape(), target.dtype());
+                       tg::detail::dispatch_floating("CrossEntropyProbBackward", input.dtype(), [&]<typename T>() {
+                         const ClassProbabilityLoss<T> loss{input.data<T>(), target.data<T>(),
+                                                            weight.defined() ? weight.data<T>() : nullptr, rows,
+                                                            smoothing};
+                         loss.backward(lse.data<double>(), detail::upstream<T>(grad_output, reduction, 1.0 / divisor),
+                                       dinput.defined() ? dinput.mutable_data<T>() : nullptr,
+                                       dtarget.defined() ? dtarget.mutable_data<T>() : nullptr);
+                       });
+                       if (dinput.defined()) grads.set(0, dinput);
+                       if (dtarget.defined()) grads.set(1, dtarget);
+                     });
+  return out;
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+  check_label_smoothing(options.label_smoothing);
+  // As PyTorch: a target of input's shape holds class probabilities, any other one class indices.
+  if (input.defined() && target.defined() && input.dim() >= 1 && target.shape() == input.shape()) {
+    check_input_and_weight("cross_entropy", input, options.weight);
+    check(target.dtype() == input.dtype(), "cross_entropy", "expected probability targets of input's dtype ",
+          input.dtype(), ", got ", target.dtype(), " (a target of input's shape ", input.shape(),
+          " holds class probabilities)");
+    check(options.ignore_index < 0, "cross_entropy", "ignore_index (", options.ignore_index,
+          ") is not supported with probability targets");
+    return class_probability_loss(input, target, options.weight, options.reduction, options.label_smoothing);
+  }
+  const ClassLossArgs args = check_class_targets("cross_entropy", input, target, options.weight, options.ignore_index);
+  return class_index_loss("cross_entropy", "CrossEntropyBackward", input, args, options.weight, options.ignore_index,
+                          options.reduction, options.label_smoothing, true);
+}
+
+Tensor cross_entropy(const Tensor& input, const std::vector<int64_t>& target, const CrossEntropyOptions& options) {
+  Tensor classes = make_tensor({static_cast<int64_t>(target.size())}, kInt64, "cross_entropy");
+  std::copy(target.begin(), target.end(), classes.mutable_data<int64_t>());
+  return cross_entropy(input, classes, options);
+}
+
+Tensor cross_entropy(const Tensor& input, std::initializer_list<int64_t> target, const CrossEntropyOptions& options) {
+  return cross_entropy(input, std::vector<int64_t>(target), options);
+}
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) {
+  const ClassLossArgs args = check_class_targets("nll_loss", input, target, options.weight, options.ignore_index);
+  return class_index_loss("nll_loss", "NllLossBackward", input, args, options.weight, options.ignore_index,
+                          options.reduction, 0.0, false);
+}
+
+}  // namespace tg::nn
