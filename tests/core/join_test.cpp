@@ -10,6 +10,14 @@ using tg::testing::random_leaf;
 
 namespace {
 
+// "y0", "dy3"...: the fixture's name of piece i (appended, not `"y" + to_string(i)`, on which GCC 12
+// reports a false -Wrestrict).
+std::string piece_name(const char* prefix, size_t i) {
+  std::string name = prefix;
+  name += std::to_string(i);
+  return name;
+}
+
 std::vector<int64_t> sizes_along(const std::vector<Tensor>& pieces, int64_t dim) {
   std::vector<int64_t> sizes;
   for (const Tensor& piece : pieces) sizes.push_back(piece.size(dim));
@@ -52,12 +60,12 @@ TEST_CASE("split and chunk match PyTorch forward and backward", "[core][join][fi
   else
     pieces = tg::chunk(x, 4, 0);
   size_t expected_count = 0;
-  while (c.has("y" + std::to_string(expected_count))) ++expected_count;
+  while (c.has(piece_name("y", expected_count))) ++expected_count;
   REQUIRE(pieces.size() == expected_count);
   Tensor total = tg::zeros({}, x.dtype());
   for (size_t i = 0; i < pieces.size(); ++i) {
-    TG_REQUIRE_NEAR(pieces[i], c.at("y" + std::to_string(i)), tol);
-    total = total + (pieces[i] * c.at("dy" + std::to_string(i))).sum();
+    TG_REQUIRE_NEAR(pieces[i], c.at(piece_name("y", i)), tol);
+    total = total + (pieces[i] * c.at(piece_name("dy", i))).sum();
   }
   total.backward();
   TG_REQUIRE_NEAR(x.grad(), c.at("dx"), tol);
