@@ -135,6 +135,7 @@ TEST_CASE("Prefetching changes neither the batches nor their order, at any threa
       }
     return all;
   };
+  const int threads_before = get_num_threads();
   const std::vector<float> reference = run(0, 1);
   REQUIRE(reference.size() == 2 * 300 * 7);
   for (const int64_t prefetch : {1, 2, 8})
@@ -142,7 +143,7 @@ TEST_CASE("Prefetching changes neither the batches nor their order, at any threa
       INFO("prefetch " << prefetch << ", " << threads << " threads");
       CHECK(run(prefetch, threads) == reference);
     }
-  set_num_threads(2);
+  set_num_threads(threads_before);
 }
 
 TEST_CASE("DataLoader reports an error of a batch when that batch is reached, and may stop early",
