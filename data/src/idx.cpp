@@ -123,7 +123,8 @@ Tensor read(const std::string& path, std::optional<DType> requested) {
   const std::string file = tg::detail::read_file(path, kOp);
   const bool gzipped = file.size() >= 2 && static_cast<unsigned char>(file[0]) == 0x1f &&
                        static_cast<unsigned char>(file[1]) == 0x8b;
-  const std::string content = gzipped ? gunzip(file, path) : file;
+  const std::string inflated = gzipped ? gunzip(file, path) : std::string();
+  const std::string& content = gzipped ? inflated : file;
   const char* where = gzipped ? " of the decompressed data" : "";
   const auto* bytes = reinterpret_cast<const unsigned char*>(content.data());
   const size_t size = content.size();

@@ -28,6 +28,19 @@ Tensor copy_row(const Tensor& tensor, int64_t index) {
   return row;
 }
 
+Tensor gather_rows(const Tensor& tensor, const std::vector<int64_t>& indices) {
+  Shape batch_shape = tensor.shape();
+  batch_shape[0] = static_cast<int64_t>(indices.size());
+  Tensor batch = empty(batch_shape, tensor.dtype());
+  const size_t row_bytes = tensor.size(0) > 0 ? static_cast<size_t>(tensor.numel() / tensor.size(0)) * element_size(tensor.dtype()) : 0;
+  if (row_bytes == 0) return batch;
+  const char* rows = bytes_of(tensor);
+  char* out = mutable_bytes_of(batch);
+  for (size_t i = 0; i < indices.size(); ++i)
+    std::memcpy(out + i * row_bytes, rows + static_cast<size_t>(indices[i]) * row_bytes, row_bytes);
+  return batch;
+}
+
 Tensor stack_rows(const std::vector<Tensor>& tensors, const char* op, const char* what) {
   check(!tensors.empty(), op, "no samples to stack");
   const Tensor& first = tensors.front();

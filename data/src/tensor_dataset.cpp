@@ -23,6 +23,14 @@ Example TensorDataset::get(int64_t index) const {
   return {detail::copy_row(data_, index), detail::copy_row(target_, index)};
 }
 
+Example TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
+  const int64_t n = size();
+  for (const int64_t index : indices)
+    check(index >= 0 && index < n, "TensorDataset", "index ", index, " is out of range for a dataset of ", n,
+          " samples");
+  return {detail::gather_rows(data_, indices), detail::gather_rows(target_, indices)};
+}
+
 namespace detail {
 
 std::vector<std::vector<int64_t>> split_indices(int64_t size, const std::vector<int64_t>& lengths,

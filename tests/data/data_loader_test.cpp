@@ -183,3 +183,47 @@ TEST_CASE("DataLoader sizes, empty datasets and bad options", "[data][loader][er
                    Catch::Contains("DataLoader") && Catch::Contains("batch_size=0"));
   REQUIRE_TG_ERROR(data::DataLoader(indices_dataset(4), {.prefetch = -1}), Catch::Contains("prefetch"));
 }
+
+namespace {
+
+// A dataset of the user's own, computed on the fly and without get_batch: sample i is
+// ([i, i²], 10 · i).
+struct Squares {
+  int64_t count;
+  int64_t size() const { return count; }
+  data::Example get(int64_t i) const {
+    const double x = static_cast<double>(i);
+    return {tensor({x, x * x}, {2}, kFloat64), scalar_tensor(10.0 * x, kInt64)};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("DataLoader over a dataset of one's own gives what the batched TensorDataset path gives",
+          "[data][loader]") {
+  static_assert(data::Dataset<Squares> && !data::BatchDataset<Squares>);
+  std::vector<double> features;
+  for (int64_t i = 0; i < 23; ++i) features.insert(features.end(), {static_cast<double>(i), static_cast<double>(i * i)});
+  const data::TensorDataset table(tensor(features, {23, 2}, kFloat64), indices_dataset(23).target());
+  const int64_t prefetch = GENERATE(0, 2);
+  Generator first(9), second(9);
+  const data::DataLoader computed(Squares{23}, {.batch_size = 5, .shuffle = true, .generator = &first, .prefetch = prefetch});
+  const data::DataLoader stored(table, {.batch_size = 5, .shuffle = true, .generator = &second, .prefetch = prefetch});
+  auto all = [](const auto& loader) {
+    std::vector<double> data;
+    std::vector<int64_t> targets;
+    for (int epoch = 0; epoch < 2; ++epoch)
+      for (const data::Example& batch : loader) {
+        const std::vector<double> d = batch.data.template to_vector<double>();
+        const std::vector<int64_t> t = batch.target.template to_vector<int64_t>();
+        data.insert(data.end(), d.begin(), d.end());
+        targets.insert(targets.end(), t.begin(), t.end());
+      }
+    return std::pair{data, targets};
+  };
+  const auto [computed_data, computed_targets] = all(computed);
+  const auto [stored_data, stored_targets] = all(stored);
+  REQUIRE(computed_data.size() == 2 * 23 * 2);
+  REQUIRE(computed_data == stored_data);
+  REQUIRE(computed_targets == stored_targets);
+}

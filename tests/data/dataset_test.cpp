@@ -91,3 +91,24 @@ TEST_CASE("random_split refuses lengths that do not add up to the dataset", "[da
   REQUIRE_TG_ERROR(data::random_split(dataset, {2.5, 7.5}, generator), Catch::Contains("length 0 is 2.5"));
   REQUIRE_TG_ERROR(data::random_split(dataset, {1.5, -0.5}, generator), Catch::Contains("fraction at index 0"));
 }
+
+TEST_CASE("get_batch equals the collated samples, for TensorDataset and a Subset of it", "[data][dataset]") {
+  const Tensor features = tensor({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {4, 3}, kFloat64);
+  const data::TensorDataset dataset(features, tensor({5, 6, 7, 8}, {4}, kInt64));
+  static_assert(data::BatchDataset<data::TensorDataset>);
+  const std::vector<int64_t> indices = {3, 0, 3};
+  const data::Example batch = dataset.get_batch(indices);
+  REQUIRE(batch.data.shape() == Shape{3, 3});
+  REQUIRE(batch.data.to_vector<double>() == std::vector<double>{9, 10, 11, 0, 1, 2, 9, 10, 11});
+  REQUIRE(batch.target.to_vector<int64_t>() == std::vector<int64_t>{8, 5, 8});
+  const data::Example collated = data::collate({dataset.get(3), dataset.get(0), dataset.get(3)});
+  REQUIRE(collated.data.to_vector<double>() == batch.data.to_vector<double>());
+  REQUIRE(collated.target.to_vector<int64_t>() == batch.target.to_vector<int64_t>());
+
+  const data::Subset<data::TensorDataset> subset(dataset, {2, 1});
+  static_assert(data::BatchDataset<data::Subset<data::TensorDataset>>);
+  REQUIRE(subset.get_batch({1, 0}).target.to_vector<int64_t>() == std::vector<int64_t>{6, 7});
+  REQUIRE(dataset.get_batch({}).data.shape() == Shape{0, 3});
+  REQUIRE_TG_ERROR(dataset.get_batch({0, 4}), Catch::Contains("index 4 is out of range for a dataset of 4 samples"));
+  REQUIRE_TG_ERROR(subset.get_batch({-1}), Catch::Contains("index -1 is out of range for a subset of 2 samples"));
+}

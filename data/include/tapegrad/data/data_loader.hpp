@@ -107,13 +107,20 @@ class DataLoader {
     // The loader runs on oneTBB's threads when prefetching: it owns what it reads.
     auto load = [dataset = dataset_, transform = options_.transform, batch_transform = options_.batch_transform,
                  batches = std::move(batches)](int64_t k) {
-      std::vector<Example> samples;
-      samples.reserve(batches[static_cast<size_t>(k)].size());
-      for (const int64_t index : batches[static_cast<size_t>(k)]) {
-        Example sample = dataset->get(index);
-        samples.push_back(transform ? transform(std::move(sample)) : std::move(sample));
+      const std::vector<int64_t>& indices = batches[static_cast<size_t>(k)];
+      Example batch;
+      if constexpr (BatchDataset<D>) {
+        if (!transform) batch = dataset->get_batch(indices);  // the same batch, without a tensor per sample
       }
-      Example batch = collate(samples);
+      if (!batch.data.defined()) {
+        std::vector<Example> samples;
+        samples.reserve(indices.size());
+        for (const int64_t index : indices) {
+          Example sample = dataset->get(index);
+          samples.push_back(transform ? transform(std::move(sample)) : std::move(sample));
+        }
+        batch = collate(samples);
+      }
       return batch_transform ? batch_transform(std::move(batch)) : batch;
     };
     return Iterator(std::make_shared<detail::BatchStream>(count, std::move(load), options_.prefetch));

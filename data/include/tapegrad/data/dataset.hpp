@@ -32,6 +32,14 @@ concept Dataset = requires(const D& dataset, int64_t index) {
   { dataset.get(index) } -> std::convertible_to<Example>;
 };
 
+// A dataset that can also load a whole batch at once: get_batch(indices) equals collate() of the
+// get(i), made without a tensor per sample. The DataLoader uses it when there is no per-sample
+// transform.
+template <typename D>
+concept BatchDataset = Dataset<D> && requires(const D& dataset, const std::vector<int64_t>& indices) {
+  { dataset.get_batch(indices) } -> std::convertible_to<Example>;
+};
+
 // Samples are the rows (dim 0) of two tensors: get(i) = {data[i], target[i]}, as
 // torch.utils.data.TensorDataset(data, target). The tensors are shared, not copied.
 class TensorDataset {
@@ -41,6 +49,8 @@ class TensorDataset {
 
   int64_t size() const { return data_.size(0); }
   Example get(int64_t index) const;  // copies of the rows; negative indices count from the end
+  // The rows at `indices` (0 <= index < size()), stacked: {data[indices], target[indices]}.
+  Example get_batch(const std::vector<int64_t>& indices) const;
 
   const Tensor& data() const { return data_; }
   const Tensor& target() const { return target_; }
@@ -71,6 +81,20 @@ class Subset {
     check(index >= -size() && index < size(), "Subset", "index ", index, " is out of range for a subset of ",
           size(), " samples");
     return dataset_->get(indices_[static_cast<size_t>(index < 0 ? index + size() : index)]);
+  }
+
+  // Only over a dataset that has get_batch itself: the subset's indices mapped to the dataset's.
+  Example get_batch(const std::vector<int64_t>& indices) const
+    requires BatchDataset<D>
+  {
+    std::vector<int64_t> mapped;
+    mapped.reserve(indices.size());
+    for (const int64_t index : indices) {
+      check(index >= 0 && index < size(), "Subset", "index ", index, " is out of range for a subset of ", size(),
+            " samples");
+      mapped.push_back(indices_[static_cast<size_t>(index)]);
+    }
+    return dataset_->get_batch(mapped);
   }
 
   const D& dataset() const { return *dataset_; }
