@@ -2,6 +2,7 @@
 #include "tapegrad/data/csv.hpp"
 
 #include <charconv>
+#include <new>
 #include <cmath>
 #include <string_view>
 
@@ -38,7 +39,7 @@ std::vector<Field> split(std::string_view content, size_t begin, size_t end, cha
 
 }  // namespace
 
-CsvData read_csv(const std::string& path, const CsvOptions& options) {
+CsvData read_csv(const std::string& path, const CsvOptions& options) try {
   tg::detail::check_dtype<tg::detail::FloatingDTypes>("read_csv (features)", options.dtype);
   check(options.label_dtype != kBool, kOp, "labels can be int64, float32 or float64, not bool");
   check(options.delimiter != '\n' && options.delimiter != '\r' && options.delimiter != ' ', kOp,
@@ -117,6 +118,8 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
   if (options.label_column) data.labels = tensor(labels, {rows}, kFloat64).to(options.label_dtype);
   data.columns = std::move(names);
   return data;
+} catch (const std::bad_alloc&) {
+  throw Error(detail::concat(kOp, ": out of memory while reading '", path, "'"));
 }
 
 }  // namespace tg::data

@@ -40,15 +40,13 @@ std::string gunzip(const std::string& compressed, const std::string& path) {
     ~End() { inflateEnd(&stream); }
   } end{stream};
   std::string out;
-  // The gzip trailer holds the size mod 2^32: a good first guess for the buffer.
+  // The gzip trailer holds the size mod 2^32: a good first guess for the buffer, unless it is more
+  // than deflate's largest ratio (1032:1) allows, as in a crafted file.
   const size_t n = compressed.size();
   if (n >= 4) {
     uint32_t hint = 0;
     for (int i = 3; i >= 0; --i) hint = (hint << 8) | static_cast<unsigned char>(compressed[n - 4 + static_cast<size_t>(i)]);
-    try {
-      out.reserve(hint);
-    } catch (const std::bad_alloc&) {
-    }
+    if (hint / 1032 <= n) out.reserve(hint);
   }
   stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
   stream.avail_in = 0;
@@ -119,7 +117,7 @@ Tensor decode(const unsigned char* bytes, const Shape& shape, const IdxType& typ
   return out;
 }
 
-Tensor read(const std::string& path, std::optional<DType> requested) {
+Tensor read(const std::string& path, std::optional<DType> requested) try {
   const std::string file = tg::detail::read_file(path, kOp);
   const bool gzipped = file.size() >= 2 && static_cast<unsigned char>(file[0]) == 0x1f &&
                        static_cast<unsigned char>(file[1]) == 0x8b;
@@ -176,6 +174,8 @@ Tensor read(const std::string& path, std::optional<DType> requested) {
   // Integers convert exactly to any dtype as they are read; floats go through .to()'s checks.
   if (!stored_float) return decode(bytes + header, shape, *type, *requested);
   return decode(bytes + header, shape, *type, type->dtype).to(*requested);
+} catch (const std::bad_alloc&) {
+  throw Error(detail::concat(kOp, ": out of memory while reading '", path, "'"));
 }
 
 }  // namespace
