@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tapegrad/data/dataset.hpp"
+#include "tapegrad/data/sampler.hpp"
 #include "tapegrad/generator.hpp"
 
 namespace tg::data {
@@ -108,19 +109,20 @@ class DataLoader {
     auto load = [dataset = dataset_, transform = options_.transform, batch_transform = options_.batch_transform,
                  batches = std::move(batches)](int64_t k) {
       const std::vector<int64_t>& indices = batches[static_cast<size_t>(k)];
-      Example batch;
-      if constexpr (BatchDataset<D>) {
-        if (!transform) batch = dataset->get_batch(indices);  // the same batch, without a tensor per sample
-      }
-      if (!batch.data.defined()) {
+      auto collate_samples = [&] {
         std::vector<Example> samples;
         samples.reserve(indices.size());
         for (const int64_t index : indices) {
           Example sample = dataset->get(index);
           samples.push_back(transform ? transform(std::move(sample)) : std::move(sample));
         }
-        batch = collate(samples);
-      }
+        return collate(samples);
+      };
+      Example batch;
+      if constexpr (BatchDataset<D>)  // the same batch, without a tensor per sample
+        batch = transform ? collate_samples() : Example(dataset->get_batch(indices));
+      else
+        batch = collate_samples();
       return batch_transform ? batch_transform(std::move(batch)) : batch;
     };
     return Iterator(std::make_shared<detail::BatchStream>(count, std::move(load), options_.prefetch));
@@ -128,10 +130,7 @@ class DataLoader {
   std::default_sentinel_t end() const { return {}; }
 
   // Batches per epoch (len(DataLoader)).
-  int64_t size() const {
-    const int64_t n = dataset_->size();
-    return options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
-  }
+  int64_t size() const { return detail::batch_count(dataset_->size(), options_.batch_size, options_.drop_last); }
   const D& dataset() const { return *dataset_; }
   const DataLoaderOptions& options() const { return options_; }
 

@@ -59,6 +59,10 @@ namespace detail {
 std::vector<std::vector<int64_t>> batches_of(const std::vector<int64_t>& indices, int64_t batch_size,
                                              bool drop_last);
 void check_batch_size(const char* op, int64_t batch_size);  // tg::Error unless > 0
+// Batches of a pass over n indices: floor(n / batch_size) with drop_last, else ceil(n / batch_size).
+inline int64_t batch_count(int64_t n, int64_t batch_size, bool drop_last) {
+  return drop_last ? n / batch_size : (n + batch_size - 1) / batch_size;
+}
 }  // namespace detail
 
 // Groups the indices of another sampler into batches (torch.utils.data.BatchSampler).
@@ -69,11 +73,7 @@ class BatchSampler {
       : sampler_(std::move(sampler)), batch_size_(batch_size), drop_last_(drop_last) {
     detail::check_batch_size("BatchSampler", batch_size);
   }
-  // Batches per pass: floor(n / batch_size) with drop_last, else ceil(n / batch_size).
-  int64_t size() const {
-    const int64_t n = sampler_.size();
-    return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
-  }
+  int64_t size() const { return detail::batch_count(sampler_.size(), batch_size_, drop_last_); }  // batches per pass
   std::vector<std::vector<int64_t>> batches() { return detail::batches_of(sampler_.indices(), batch_size_, drop_last_); }
 
  private:
