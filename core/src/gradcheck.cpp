@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "out_of_memory.hpp"
 #include "tapegrad/autograd.hpp"
 #include "tensor_impl.hpp"
 
@@ -59,7 +60,7 @@ void check_jacobian_size(const std::vector<Tensor>& x, int64_t outputs, const Sh
 }  // namespace
 
 GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs,
-                          const GradcheckOptions& options) {
+                          const GradcheckOptions& options) try {
   check(options.eps > 0 && options.atol >= 0 && options.rtol >= 0, "gradcheck",
         "expected eps > 0, atol >= 0, rtol >= 0, got eps = ", options.eps, ", atol = ", options.atol,
         ", rtol = ", options.rtol);
@@ -132,6 +133,7 @@ GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Te
   }
   result.passed = worst_excess <= 0;
   std::ostringstream message;
+  message.exceptions(std::ios::badbit);  // out of memory must throw, not cut the message short
   if (result.input < 0) {
     message << "gradcheck: nothing to compare (the inputs that require grad have no elements)";
   } else {
@@ -143,6 +145,8 @@ GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Te
   }
   result.message = message.str();
   return result;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("gradcheck");
 }
 
 }  // namespace tg

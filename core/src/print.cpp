@@ -9,6 +9,7 @@
 #include <string>
 
 #include "dispatch.hpp"
+#include "out_of_memory.hpp"
 #include "tensor_impl.hpp"
 
 namespace tg {
@@ -200,7 +201,7 @@ struct Printer {
 
 }  // namespace
 
-std::ostream& operator<<(std::ostream& out, const Tensor& t) {
+std::ostream& operator<<(std::ostream& out, const Tensor& t) try {
   if (!t.defined()) return out << "[ undefined tensor ]";
   const std::string prefix = "tensor(";
   std::string body;
@@ -247,6 +248,8 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) {
     text += suffix;
   }
   return out << text << ")";
+} catch (...) {
+  detail::rethrow_out_of_memory_as("print");
 }
 
 }  // namespace tg

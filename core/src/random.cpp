@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "dispatch.hpp"
+#include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 #include "random_draws.hpp"
 #include "tapegrad/autograd.hpp"
@@ -150,7 +151,7 @@ Tensor randint(int64_t high, const Shape& shape, DType dtype, Generator* generat
   return randint(0, high, shape, dtype, generator);
 }
 
-Tensor randperm(int64_t n, DType dtype, Generator* generator) {
+Tensor randperm(int64_t n, DType dtype, Generator* generator) try {
   check(n >= 0, "randperm", "expected n >= 0, got ", n);
   detail::check_dtype<IntegerDTypes>("randperm", dtype);
   Tensor out = make_tensor({n}, dtype, "randperm");
@@ -166,6 +167,8 @@ Tensor randperm(int64_t n, DType dtype, Generator* generator) {
       std::swap(values[i], values[i + offset]);
     }
   });
+} catch (...) {
+  detail::rethrow_out_of_memory_as("randperm");
 }
 
 Tensor randperm(int64_t n, Generator& generator, DType dtype) { return randperm(n, dtype, &generator); }

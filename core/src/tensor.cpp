@@ -13,6 +13,7 @@
 #include "dispatch.hpp"
 #include "memory/block_cache.hpp"
 #include "ops/elementwise.hpp"
+#include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 #include "tensor_impl.hpp"
 
@@ -107,7 +108,8 @@ Tensor make_tensor(const Shape& shape, DType dtype, const char* op) {
     impl->storage = allocate_storage(bytes);
     return Tensor(std::move(impl));
   } catch (const std::bad_alloc&) {
-    throw Error(detail::concat(op, ": cannot allocate ", bytes, " bytes for a ", dtype, " tensor of shape ", shape));
+    throw detail::OutOfMemoryError(
+        op, detail::concat("cannot allocate ", bytes, " bytes for a ", dtype, " tensor of shape ", shape));
   }
 }
 
@@ -245,7 +247,7 @@ Tensor zeros_like(const Tensor& t) { return filled_like(t, 0.0, "zeros_like"); }
 Tensor ones_like(const Tensor& t) { return filled_like(t, 1.0, "ones_like"); }
 Tensor full_like(const Tensor& t, double value) { return filled_like(t, value, "full_like"); }
 
-Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) try {
   const Shape resolved = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape;
   Tensor out = make_tensor(resolved, dtype, "tensor");
   check(out.numel() == static_cast<int64_t>(values.size()), "tensor", values.size(),
@@ -254,11 +256,13 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
     detail::convert_values(values.data(), out.mutable_data<T>(), out.numel(), "tensor");
   });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("tensor");
 }
 
 // --- conversions ----------------------------------------------------------------------------------
 
-Tensor Tensor::to(DType target) const {
+Tensor Tensor::to(DType target) const try {
   check(defined(), "to", "undefined tensor");
   if (target == dtype()) return *this;
   Tensor out = make_tensor(shape(), target, "to");
@@ -273,20 +277,26 @@ Tensor Tensor::to(DType target) const {
       grads.set(0, g.to(source));
     });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("to");
 }
 
-Tensor Tensor::clone() const {
+Tensor Tensor::clone() const try {
   check(defined(), "clone", "undefined tensor");
   Tensor out = make_tensor(shape(), dtype(), "clone");
   std::memcpy(out.impl()->storage->data, impl()->storage->data, static_cast<size_t>(numel()) * element_size(dtype()));
   if (autograd::needs_grad(*this))
     autograd::record(out, "CloneBackward", {*this}, [](const Tensor& g, autograd::GradInputs& grads) { grads.set(0, g); });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("clone");
 }
 
-Tensor Tensor::detach() const {
+Tensor Tensor::detach() const try {
   check(defined(), "detach", "undefined tensor");
   return make_view(*this, shape());
+} catch (...) {
+  detail::rethrow_out_of_memory_as("detach");
 }
 
 // --- autograd ---------------------------------------------------------------------------------------
@@ -361,8 +371,11 @@ namespace {
 void run_backward_or_throw(const Tensor& root, const Tensor& seed) {
   try {
     autograd::run_backward(root, seed);
+  } catch (const detail::OutOfMemoryError& error) {  // a tensor, or an op called by a node's backward
+    throw detail::OutOfMemoryError("backward", error.what_failed());
   } catch (const std::bad_alloc&) {
-    throw Error(detail::concat("backward: out of memory while back-propagating from a tensor of shape ", root.shape()));
+    throw detail::OutOfMemoryError(
+        "backward", detail::concat("out of memory while back-propagating from a tensor of shape ", root.shape()));
   }
 }
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "elementwise_loss.hpp"
 #include "ops/elementwise.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg::nn {
 
@@ -90,7 +91,7 @@ Tensor broadcast_weight(const char* op, const char* what, const Tensor& input, c
 
 }  // namespace
 
-Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction) {
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction) try {
   const char* op = "binary_cross_entropy";
   check_input_and_target(op, input, target);
   const Tensor full_weight = broadcast_weight(op, "weight", input, weight);
@@ -102,10 +103,12 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
   });
   return detail::elementwise_loss<BinaryCrossEntropy>(op, "BinaryCrossEntropyBackward",
                                                       {input, target, full_weight, {}}, reduction, NoParams{});
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("binary_cross_entropy");
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
-                                        const Tensor& pos_weight, Reduction reduction) {
+                                        const Tensor& pos_weight, Reduction reduction) try {
   const char* op = "binary_cross_entropy_with_logits";
   check_input_and_target(op, input, target);
   const Tensor full_weight = broadcast_weight(op, "weight", input, weight);
@@ -113,6 +116,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   return detail::elementwise_loss<BinaryCrossEntropyWithLogits>(op, "BinaryCrossEntropyWithLogitsBackward",
                                                                 {input, target, full_weight, full_pos_weight},
                                                                 reduction, NoParams{});
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("binary_cross_entropy_with_logits");
 }
 
 }  // namespace tg::nn

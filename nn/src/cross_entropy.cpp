@@ -11,6 +11,7 @@
 
 #include "autograd/node.hpp"
 #include "loss_reduction.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg::nn {
 
@@ -347,7 +348,7 @@ Tensor class_probability_loss(const Tensor& input, const Tensor& target, const T
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) try {
   check_label_smoothing(options.label_smoothing);
   // As PyTorch: a target of input's shape holds class probabilities, any other one class indices.
   if (input.defined() && target.defined() && input.dim() >= 1 && target.shape() == input.shape()) {
@@ -362,22 +363,30 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
   const ClassLossArgs args = check_class_targets("cross_entropy", input, target, options.weight, options.ignore_index);
   return class_index_loss("cross_entropy", "CrossEntropyBackward", input, args, options.weight, options.ignore_index,
                           options.reduction, options.label_smoothing, true);
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("cross_entropy");
 }
 
-Tensor cross_entropy(const Tensor& input, const std::vector<int64_t>& target, const CrossEntropyOptions& options) {
+Tensor cross_entropy(const Tensor& input, const std::vector<int64_t>& target, const CrossEntropyOptions& options) try {
   Tensor classes = make_tensor({static_cast<int64_t>(target.size())}, kInt64, "cross_entropy");
   std::copy(target.begin(), target.end(), classes.mutable_data<int64_t>());
   return cross_entropy(input, classes, options);
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("cross_entropy");
 }
 
-Tensor cross_entropy(const Tensor& input, std::initializer_list<int64_t> target, const CrossEntropyOptions& options) {
+Tensor cross_entropy(const Tensor& input, std::initializer_list<int64_t> target, const CrossEntropyOptions& options) try {
   return cross_entropy(input, std::vector<int64_t>(target), options);
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("cross_entropy");
 }
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) {
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) try {
   const ClassLossArgs args = check_class_targets("nll_loss", input, target, options.weight, options.ignore_index);
   return class_index_loss("nll_loss", "NllLossBackward", input, args, options.weight, options.ignore_index,
                           options.reduction, 0.0, false);
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("nll_loss");
 }
 
 }  // namespace tg::nn

@@ -8,6 +8,7 @@
 #include "dispatch.hpp"
 #include "layer_norm_kernels.hpp"
 #include "normalized_rows.hpp"
+#include "out_of_memory.hpp"
 #include "tapegrad/nn/functional.hpp"
 
 namespace tg::nn {
@@ -15,7 +16,7 @@ namespace tg::nn {
 namespace functional {
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                  double eps) {
+                  double eps) try {
   const detail::NormalizedRows rows =
       detail::check_normalized_input("layer_norm", x, normalized_shape, {{&weight, "weight"}, {&bias, "bias"}});
   const int64_t M = rows.M, N = rows.N;  // named copies: the backward closure captures them
@@ -54,6 +55,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                        if (grads.needed(2)) grads.set(2, dbeta);
                      });
   return y;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("layer_norm");
 }
 
 }  // namespace functional

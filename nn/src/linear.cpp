@@ -9,6 +9,7 @@
 #include "dispatch.hpp"
 #include "ops/gemm.hpp"
 #include "ops/reduction.hpp"
+#include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 #include "tapegrad/nn/functional.hpp"
 #include "tapegrad/nn/init.hpp"
@@ -45,7 +46,7 @@ void linear_backward(const T* dy, const T* x, const T* weight, T* dx, T* dweight
 
 namespace functional {
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) try {
   check(x.defined() && weight.defined(), "linear", "undefined input or weight");
   check(weight.dim() == 2, "linear", "expected a weight of shape [out, in], got ", weight.shape());
   const int64_t out = weight.size(0), in = weight.size(1);
@@ -88,6 +89,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   else if (!bias.defined() && autograd::needs_grad(x, weight))
     autograd::record(y, "LinearBackward", {x, weight}, std::move(backward));
   return y;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("linear");
 }
 
 }  // namespace functional

@@ -3,9 +3,11 @@
 #include "tapegrad/nn/module.hpp"
 
 #include <functional>
+#include <new>
 
 #include "autograd/node.hpp"
 #include "member_name.hpp"
+#include "out_of_memory.hpp"
 #include "tapegrad/autograd.hpp"
 
 namespace tg::nn {
@@ -67,7 +69,7 @@ struct ModuleHooks {
 };
 }  // namespace detail
 
-Tensor Module::operator()(const Tensor& x) {
+Tensor Module::operator()(const Tensor& x) try {
   if (!hooks_) return forward(x);
   // Copies of the lists: a hook may register or remove hooks.
   const std::shared_ptr<detail::ModuleHooks> hooks = hooks_;
@@ -80,6 +82,10 @@ Tensor Module::operator()(const Tensor& x) {
     for (const auto& [id, hook] : std::vector(hooks->forward->hooks))
       if (Tensor replaced = hook(*this, input, output); replaced.defined()) output = std::move(replaced);
   return output;
+} catch (const std::bad_alloc&) {
+  // The ops inside forward name themselves (their tg::Error passes); this is the copies of the
+  // hook lists, or a custom forward's own allocations.
+  throw tg::detail::OutOfMemoryError("forward", "out of memory");
 }
 
 HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "elementwise_loss.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg::nn {
 
@@ -67,22 +68,30 @@ Tensor difference_loss(const char* op, const char* node, const Tensor& input, co
 
 }  // namespace
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) try {
   return difference_loss("mse_loss", "MseLossBackward", input, target, reduction, SquaredError{});
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("mse_loss");
 }
 
-Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) try {
   return difference_loss("l1_loss", "L1LossBackward", input, target, reduction, AbsoluteError{});
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("l1_loss");
 }
 
-Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) try {
   check(beta >= 0.0, "smooth_l1_loss", "beta must be non-negative, got ", beta);
   return difference_loss("smooth_l1_loss", "SmoothL1LossBackward", input, target, reduction, SmoothL1{beta});
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("smooth_l1_loss");
 }
 
-Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) try {
   check(delta > 0.0, "huber_loss", "delta must be positive, got ", delta);
   return difference_loss("huber_loss", "HuberLossBackward", input, target, reduction, Huber{delta});
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("huber_loss");
 }
 
 }  // namespace tg::nn

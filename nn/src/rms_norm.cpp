@@ -8,13 +8,14 @@
 #include "dispatch.hpp"
 #include "layer_norm_kernels.hpp"
 #include "normalized_rows.hpp"
+#include "out_of_memory.hpp"
 #include "tapegrad/nn/functional.hpp"
 
 namespace tg::nn {
 
 namespace functional {
 
-Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) {
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) try {
   const detail::NormalizedRows rows =
       detail::check_normalized_input("rms_norm", x, normalized_shape, {{&weight, "weight"}});
   const int64_t M = rows.M, N = rows.N;  // named copies: the backward closure captures them
@@ -50,6 +51,8 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
                        if (grads.needed(1)) grads.set(1, dgamma);
                      });
   return y;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("rms_norm");
 }
 
 }  // namespace functional

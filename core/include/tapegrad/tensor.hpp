@@ -168,6 +168,31 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;  // one dim may be -1
   Tensor transpose(int64_t dim0, int64_t dim1) const;
 
+  // --- softmax family, selection, joining and indexing (ops over one dim; PyTorch's semantics) ---
+  Tensor softmax(int64_t dim) const;      // exp(x) / Σ exp(x) along dim, max-shifted
+  Tensor log_softmax(int64_t dim) const;  // x − logsumexp(x) along dim
+  Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;  // no dims: all
+  // x.max(dim) and x.min(dim): the values and their int64 indices along dim (the first of ties),
+  // as torch.max(x, dim, keepdim): `auto [values, indices] = x.max(1);`. Defined below the class.
+  struct ValuesAndIndices;
+  ValuesAndIndices max(int64_t dim, bool keepdim = false) const;
+  ValuesAndIndices min(int64_t dim, bool keepdim = false) const;
+  Tensor max() const;  // of all elements, 0-d; the gradient is shared evenly among ties
+  Tensor min() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;  // int64
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor argmax() const;  // into the flattened tensor, 0-d int64
+  Tensor argmin() const;
+  // Pieces along dim: of split_size each (the last may be smaller), or of the given sizes ({2, 3}
+  // is a list of sizes), or `chunks` pieces as torch.chunk. Each piece is a new tensor.
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
+  std::vector<Tensor> split(std::initializer_list<int64_t> split_sizes, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;  // index: int64 [n]
+  Tensor gather(int64_t dim, const Tensor& index) const;        // index: int64, x's number of dims
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;  // out of place
+
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
@@ -216,6 +241,28 @@ Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& a);
 
 Tensor matmul(const Tensor& a, const Tensor& b);  // [.., M, K] x [K, N] -> [.., M, N]
+
+// --- softmax family, selection, joining and indexing (see the methods of the same names) ---
+struct Tensor::ValuesAndIndices {
+  Tensor values;
+  Tensor indices;  // int64
+};
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+// Joins tensors of one dtype whose shapes agree except in dim (cat), or agree fully (stack, which
+// adds dim). As in PyTorch, cat skips 1-D tensors of shape [0].
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, std::initializer_list<int64_t> split_sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+// Indices are int64 in [0, size) (tg::Error naming the op, the index and the size otherwise).
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // x[..., index[k], ...]
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);  // out[c] = x[c, dim := index[c]]
+// x with src[c] added at x[c, dim := index[c]]; gradients flow to x and src.
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor sqrt(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor exp(const Tensor& x);

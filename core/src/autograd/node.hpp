@@ -218,15 +218,28 @@ bool needs_grad(const Tensors&... inputs) {
   return is_grad_enabled() && (... || inputs.requires_grad());
 }
 
-// Makes `output` the result of a new node with one edge per input.
-template <typename Backward>
-void record(Tensor& output, const char* name, std::initializer_list<std::reference_wrapper<const Tensor>> inputs,
-            Backward&& backward) {
+// Makes `output` the result of a new node with one edge per input (any range of tensors).
+template <typename Inputs, typename Backward>
+void record_node(Tensor& output, const char* name, const Inputs& inputs, Backward&& backward) {
   auto node = std::make_shared<FunctionNode<std::decay_t<Backward>>>(name, std::forward<Backward>(backward));
   node->next.reserve(inputs.size());
   for (const Tensor& input : inputs) node->next.push_back(gradient_edge(input));
   if (anomaly_detection_on()) node->anomaly_tag = current_anomaly_tag();
   output.impl()->grad_fn = std::move(node);
+}
+
+// The inputs of an op with a fixed number of them.
+template <typename Backward>
+void record(Tensor& output, const char* name, std::initializer_list<std::reference_wrapper<const Tensor>> inputs,
+            Backward&& backward) {
+  record_node(output, name, inputs, std::forward<Backward>(backward));
+}
+
+// The inputs of an op that takes a list of tensors (cat, stack): a distinct name, so that a
+// braced list can never be read as either.
+template <typename Backward>
+void record_list(Tensor& output, const char* name, const std::vector<Tensor>& inputs, Backward&& backward) {
+  record_node(output, name, inputs, std::forward<Backward>(backward));
 }
 
 // Adds `grad` to `accumulator` (out of place: gradients may be shared between branches), after

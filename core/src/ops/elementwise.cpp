@@ -7,6 +7,7 @@
 #include "autograd/node.hpp"
 #include "ops/broadcast.hpp"
 #include "ops/reduction.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg {
 
@@ -70,7 +71,7 @@ Tensor add_same_shape(const Tensor& a, const Tensor& b) {
 // Broadcasting repeats an input along some dims, so its gradient is the output gradient summed
 // back over those dims (sum_to).
 
-Tensor operator+(const Tensor& a, const Tensor& b) {
+Tensor operator+(const Tensor& a, const Tensor& b) try {
   Tensor out = broadcast_binary(a, b, "add", [](auto x, auto y) { return x + y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "AddBackward", {a, b},
@@ -79,9 +80,11 @@ Tensor operator+(const Tensor& a, const Tensor& b) {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(g, sb));
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("add");
 }
 
-Tensor operator-(const Tensor& a, const Tensor& b) {
+Tensor operator-(const Tensor& a, const Tensor& b) try {
   Tensor out = broadcast_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "SubBackward", {a, b},
@@ -90,9 +93,11 @@ Tensor operator-(const Tensor& a, const Tensor& b) {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(-g, sb));
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("sub");
 }
 
-Tensor operator*(const Tensor& a, const Tensor& b) {
+Tensor operator*(const Tensor& a, const Tensor& b) try {
   Tensor out = broadcast_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "MulBackward", {a, b},
@@ -104,9 +109,11 @@ Tensor operator*(const Tensor& a, const Tensor& b) {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(g * a, b.shape()));
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("mul");
 }
 
-Tensor operator/(const Tensor& a, const Tensor& b) {
+Tensor operator/(const Tensor& a, const Tensor& b) try {
   Tensor out = broadcast_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "DivBackward", {a, b},
@@ -119,6 +126,8 @@ Tensor operator/(const Tensor& a, const Tensor& b) {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(-(g_over_b * a / b), b.shape()));
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("div");
 }
 
 // Scalars become 0-d tensors of the tensor's dtype; the 0-d tensor needs no gradient.
@@ -140,16 +149,18 @@ void check_unary(const Tensor& x, const char* op) {
 }
 }  // namespace
 
-Tensor operator-(const Tensor& x) {
+Tensor operator-(const Tensor& x) try {
   check_unary(x, "neg");
   Tensor out = detail::map(x, [](auto v) { return -v; });
   if (autograd::needs_grad(x))
     autograd::record(out, "NegBackward", {x},
                      [](const Tensor& g, autograd::GradInputs& grads) { grads.set(0, -g); });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("neg");
 }
 
-Tensor Tensor::sqrt() const {
+Tensor Tensor::sqrt() const try {
   check_unary(*this, "sqrt");
   Tensor out = detail::map(*this, [](auto v) { return std::sqrt(v); });
   if (autograd::needs_grad(*this))
@@ -160,6 +171,8 @@ Tensor Tensor::sqrt() const {
       grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return gv / (yv + yv); }));
     });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("sqrt");
 }
 
 namespace {
@@ -174,7 +187,7 @@ T power(T x, T p) {
 }
 }  // namespace
 
-Tensor Tensor::pow(double exponent) const {
+Tensor Tensor::pow(double exponent) const try {
   check_unary(*this, "pow");
   Tensor out = detail::map(*this, [exponent](auto v) { return power(v, static_cast<decltype(v)>(exponent)); });
   if (autograd::needs_grad(*this))
@@ -189,9 +202,11 @@ Tensor Tensor::pow(double exponent) const {
                                  }));
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("pow");
 }
 
-Tensor Tensor::exp() const {
+Tensor Tensor::exp() const try {
   check_unary(*this, "exp");
   Tensor out = detail::map(*this, [](auto v) { return std::exp(v); });
   if (autograd::needs_grad(*this))
@@ -201,9 +216,11 @@ Tensor Tensor::exp() const {
       grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return gv * yv; }));  // d e^x/dx = e^x
     });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("exp");
 }
 
-Tensor Tensor::log() const {
+Tensor Tensor::log() const try {
   check_unary(*this, "log");
   Tensor out = detail::map(*this, [](auto v) { return std::log(v); });
   if (autograd::needs_grad(*this))
@@ -213,9 +230,11 @@ Tensor Tensor::log() const {
       grads.set(0, detail::map2(g, x, [](auto gv, auto xv) { return gv / xv; }));  // d log x/dx = 1/x
     });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("log");
 }
 
-Tensor Tensor::relu() const {
+Tensor Tensor::relu() const try {
   check_unary(*this, "relu");
   // max(x, 0) written as PyTorch's clamp_min: NaN stays NaN and -0 stays -0 (x < 0 is false for both).
   Tensor out = detail::map(*this, [](auto v) { return v < 0 ? decltype(v)(0) : v; });
@@ -228,6 +247,8 @@ Tensor Tensor::relu() const {
       grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return yv <= 0 ? decltype(gv)(0) : gv; }));
     });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("relu");
 }
 
 Tensor sqrt(const Tensor& x) { return x.sqrt(); }

@@ -3,10 +3,11 @@
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "ops/gemm.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg {
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a, const Tensor& b) try {
   check(a.defined() && b.defined(), "matmul", "undefined tensor operand");
   check(a.dim() >= 2 && b.dim() == 2, "matmul", "expected a [..., M, K] tensor times a [K, N] matrix, got ",
         a.shape(), " x ", b.shape());
@@ -41,6 +42,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                        });
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("matmul");
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return tg::matmul(*this, other); }

@@ -12,6 +12,7 @@
 #include "ops/elementwise.hpp"
 #include "ops/reduction_kernels.hpp"
 #include "ops/shape.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg {
 namespace detail {
@@ -87,7 +88,7 @@ Tensor run_reduction(const Tensor& x, const ReductionPlan& plan, double scale) {
 
 // sum and mean: the same reduction, mean scaled by 1/R; the gradient is spread back evenly.
 Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool average, const char* op,
-                  const char* backward_name) {
+                  const char* backward_name) try {
   check(x.defined(), op, "undefined tensor");
   check_dtype<FloatingDTypes>(op, x.dtype());
   const ReductionPlan plan = plan_reduction(x.shape(), dims, keepdim, op);
@@ -100,6 +101,8 @@ Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdi
                        grads.set(0, broadcast_to(make_view(g, keepdim_shape), in_shape, scale));
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as(op);
 }
 
 }  // namespace
@@ -134,7 +137,7 @@ Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
 // squaring avoids the cancellation of E[x²] - E[x]² when |mean| >> std. std is its square root, one
 // node of its own so that its gradient at std = 0 is 0 (PyTorch's std_backward), not 0 · ∞.
 Tensor Tensor::variance(const std::vector<int64_t>& dims, double correction, bool keepdim,
-                        bool standard_deviation) const {
+                        bool standard_deviation) const try {
   const Tensor& x = *this;
   const char* op = standard_deviation ? "std" : "var";
   check(x.defined(), op, "undefined tensor");
@@ -176,6 +179,8 @@ Tensor Tensor::variance(const std::vector<int64_t>& dims, double correction, boo
                        grads.set(0, spread_over_diff(g, divisor));
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as(standard_deviation ? "std" : "var");
 }
 
 Tensor Tensor::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim) const {

@@ -3,6 +3,7 @@
 
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
+#include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 
 namespace tg {
@@ -41,7 +42,7 @@ Tensor permute_copy(const Tensor& x, const std::vector<int64_t>& perm) {
 
 }  // namespace detail
 
-Tensor Tensor::reshape(const Shape& new_shape) const {
+Tensor Tensor::reshape(const Shape& new_shape) const try {
   check(defined(), "reshape", "undefined tensor");
   Shape resolved = new_shape;
   int64_t inferred = -1;
@@ -70,9 +71,11 @@ Tensor Tensor::reshape(const Shape& new_shape) const {
       grads.set(0, make_view(g, in_shape));
     });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("reshape");
 }
 
-Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const try {
   check(defined(), "transpose", "undefined tensor");
   const int64_t ndim = dim();
   const int64_t d0 = normalize_dim(dim0, std::max<int64_t>(ndim, 1), "transpose");
@@ -87,6 +90,8 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
       grads.set(0, detail::permute_copy(g, perm));  // a swap is its own inverse
     });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("transpose");
 }
 
 }  // namespace tg

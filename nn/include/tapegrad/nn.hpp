@@ -7,6 +7,8 @@
 #pragma once
 
 #include "tapegrad/nn/activation.hpp"
+#include "tapegrad/nn/dropout.hpp"
+#include "tapegrad/nn/embedding.hpp"
 #include "tapegrad/nn/functional.hpp"
 #include "tapegrad/nn/init.hpp"
 #include "tapegrad/nn/layer_norm.hpp"
@@ -17,5 +19,4 @@
 #include "tapegrad/nn/module_list.hpp"
 #include "tapegrad/nn/rms_norm.hpp"
 #include "tapegrad/nn/sequential.hpp"
-// Issue 14, part A: Dropout (the activations are in activation.hpp above).
-#include "tapegrad/nn/dropout.hpp"
+#include "tapegrad/nn/softmax.hpp"

@@ -40,6 +40,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                 std::optional<double> eps = std::nullopt);
 
+// The softmax family along dim, as x.softmax(dim) and x.log_softmax(dim)   (SoftmaxBackward, LogSoftmaxBackward)
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// indices: int64 [...], weight: [num_embeddings, embedding_dim] -> [..., embedding_dim]; the
+// weight's gradient gets no contribution at padding_idx (negative counts from the end)   (EmbeddingBackward)
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
+
 // The losses of loss.hpp (tg::nn::cross_entropy, ...), under their F:: names as well.
 using tg::nn::binary_cross_entropy;
 using tg::nn::binary_cross_entropy_with_logits;

@@ -1,0 +1,167 @@
+// Reductions that select an element: max/min over a dim (values and int64 indices), argmax/argmin,
+// and max/min of all elements.
+//
+// A line along the dim ([outer, size, inner], ops/along_dim.hpp) keeps its first best element, as
+// PyTorch's CPU kernels do: a later tie does not replace it, and NaN beats every number (the
+// first NaN wins), so NaN propagates. Lines are independent, so any thread count gives the same
+// answer.
+#include <cmath>
+#include <type_traits>
+
+#include "autograd/node.hpp"
+#include "dispatch.hpp"
+#include "ops/along_dim.hpp"
+#include "ops/elementwise.hpp"
+#include "parallel_for.hpp"
+
+namespace tg {
+namespace {
+
+using detail::AlongDim;
+// max and min read float and integer tensors; only float values take part in autograd.
+using SelectDTypes = detail::DTypes<kFloat32, kFloat64, kInt64>;
+
+template <typename T>
+bool is_nan(T value) {
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isnan(value);
+  else
+    return false;
+}
+
+// Whether `candidate` replaces the current `best` (strictly better, so ties keep the first).
+template <bool Max, typename T>
+bool beats(T candidate, T best) {
+  if (is_nan(candidate)) return !is_nan(best);
+  return Max ? candidate > best : candidate < best;
+}
+
+// x: [outer, size, inner], size > 0 -> indices: [outer, inner] (int64) and, unless null,
+// values: [outer, inner], the best element of each line.
+template <bool Max, typename T>
+void select_forward(const T* x, T* values, int64_t* indices, const AlongDim& layout) {
+  const int64_t n = layout.size, stride = layout.inner;
+  detail::parallel_for(layout.lines(), detail::ceil_div(detail::kElementwiseGrain, n), [&](int64_t begin, int64_t end) {
+    for (int64_t line = begin; line < end; ++line) {
+      const T* in = x + layout.line_start(line);
+      int64_t best = 0;
+      for (int64_t k = 1; k < n; ++k)
+        if (beats<Max>(in[k * stride], in[best * stride])) best = k;
+      indices[line] = best;
+      if (values) values[line] = in[best * stride];
+    }
+  });
+}
+
+// dvalues, indices: [outer, inner] -> dx: [outer, size, inner], which holds zeros, gets each
+// line's gradient at its index.
+template <typename T>
+void select_backward(const T* dvalues, const int64_t* indices, T* dx, const AlongDim& layout) {
+  detail::parallel_for(layout.lines(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t line = begin; line < end; ++line)
+      dx[layout.line_start(line) + indices[line] * layout.inner] = dvalues[line];
+  });
+}
+
+// The layout and the result shape of a selection over `dim` of x; tg::Error for an empty dim,
+// which has no max (PyTorch: the operation has no identity).
+struct SelectPlan {
+  AlongDim layout;
+  Shape out_shape;
+};
+
+SelectPlan plan_select(const Tensor& x, int64_t dim, bool keepdim, const char* op) {
+  check(x.defined(), op, "undefined input");
+  detail::check_dtype<SelectDTypes>(op, x.dtype());
+  const int64_t d = detail::normalize_dim_0d(dim, x, op);
+  SelectPlan plan{detail::along_dim(x.shape(), x.dim() == 0 ? 1 : d), {}};
+  check(x.dim() == 0 || x.size(d) > 0, op, "cannot reduce over dim ", dim, " of size 0 (input of shape ", x.shape(),
+        "): the operation has no identity");
+  for (int64_t k = 0; k < x.dim(); ++k)
+    if (k != d || keepdim) plan.out_shape.push_back(k == d ? 1 : x.size(k));
+  return plan;
+}
+
+template <bool Max>
+Tensor::ValuesAndIndices select_values(const Tensor& x, int64_t dim, bool keepdim, const char* op,
+                                       const char* backward_name) {
+  const SelectPlan plan = plan_select(x, dim, keepdim, op);
+  Tensor values = make_tensor(plan.out_shape, x.dtype(), op);
+  Tensor indices = make_tensor(plan.out_shape, kInt64, op);
+  detail::dispatch<SelectDTypes>(op, x.dtype(), [&]<typename T>() {
+    select_forward<Max, T>(x.data<T>(), values.mutable_data<T>(), indices.mutable_data<int64_t>(), plan.layout);
+  });
+  if (autograd::needs_grad(x))
+    autograd::record(values, backward_name, {x},
+                     [saved_indices = autograd::SavedTensor(indices), layout = plan.layout, in_shape = x.shape(),
+                      backward_name](const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor& indices = grads.unpack(saved_indices);
+                       Tensor dx = zeros(in_shape, g.dtype());
+                       detail::dispatch_floating(backward_name, g.dtype(), [&]<typename T>() {
+                         select_backward<T>(g.data<T>(), indices.data<int64_t>(), dx.mutable_data<T>(), layout);
+                       });
+                       grads.set(0, dx);
+                     });
+  return {values, indices};
+}
+
+template <bool Max>
+Tensor select_index(const Tensor& x, int64_t dim, bool keepdim, const char* op) {
+  const SelectPlan plan = plan_select(x, dim, keepdim, op);
+  Tensor indices = make_tensor(plan.out_shape, kInt64, op);
+  detail::dispatch<SelectDTypes>(op, x.dtype(), [&]<typename T>() {
+    select_forward<Max, T>(x.data<T>(), nullptr, indices.mutable_data<int64_t>(), plan.layout);
+  });
+  return indices;
+}
+
+// argmax() without a dim: the index into the flattened tensor, 0-d.
+template <bool Max>
+Tensor select_flat_index(const Tensor& x, const char* op) {
+  check(x.defined(), op, "undefined input");
+  check(x.numel() > 0, op, "cannot reduce an empty tensor (shape ", x.shape(), "): the operation has no identity");
+  return select_index<Max>(make_view(x, {x.numel()}), 0, false, op);
+}
+
+// max() / min() of all elements, 0-d. Its gradient is shared evenly among the elements equal to
+// the result (PyTorch's evenly_distribute_backward), NaN counting as equal to a NaN result.
+template <bool Max>
+Tensor select_all(const Tensor& x, const char* op, const char* backward_name) {
+  check(x.defined(), op, "undefined input");
+  check(x.numel() > 0, op, "cannot reduce an empty tensor (shape ", x.shape(),
+        "): the operation has no identity; give a dim");
+  Tensor value = select_values<Max>(make_view(x, {x.numel()}), 0, false, op, backward_name).values;
+  if (autograd::needs_grad(x))
+    autograd::record(value, backward_name, {x},
+                     [saved_x = autograd::SavedTensor(x), saved_value = autograd::SavedTensor(value)](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor &x = grads.unpack(saved_x), &value = grads.unpack(saved_value);
+                       const double best = value.item();
+                       const bool best_is_nan = std::isnan(best);
+                       const Tensor ties = detail::map(x, [&](auto v) -> decltype(v) {
+                         return (best_is_nan ? std::isnan(v) : static_cast<double>(v) == best) ? 1 : 0;
+                       });
+                       const double share = g.item() / ties.sum().item();
+                       grads.set(0, detail::map(ties, [&](auto tie) -> decltype(tie) {
+                                   return tie * static_cast<decltype(tie)>(share);
+                                 }));
+                     });
+  return value;
+}
+
+}  // namespace
+
+Tensor::ValuesAndIndices Tensor::max(int64_t dim, bool keepdim) const {
+  return select_values<true>(*this, dim, keepdim, "max", "MaxBackward");
+}
+Tensor::ValuesAndIndices Tensor::min(int64_t dim, bool keepdim) const {
+  return select_values<false>(*this, dim, keepdim, "min", "MinBackward");
+}
+Tensor Tensor::max() const { return select_all<true>(*this, "max", "MaxBackward"); }
+Tensor Tensor::min() const { return select_all<false>(*this, "min", "MinBackward"); }
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return select_index<true>(*this, dim, keepdim, "argmax"); }
+Tensor Tensor::argmin(int64_t dim, bool keepdim) const { return select_index<false>(*this, dim, keepdim, "argmin"); }
+Tensor Tensor::argmax() const { return select_flat_index<true>(*this, "argmax"); }
+Tensor Tensor::argmin() const { return select_flat_index<false>(*this, "argmin"); }
+
+}  // namespace tg
