@@ -2,7 +2,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "rows.hpp"
 #include "tapegrad/data/dataset.hpp"
 
 namespace tg::data {
@@ -19,16 +18,22 @@ Example TensorDataset::get(int64_t index) const {
   const int64_t n = size();
   check(index >= -n && index < n, "TensorDataset", "index ", index, " is out of range for a dataset of ", n,
         " samples");
-  if (index < 0) index += n;
-  return {detail::copy_row(data_, index), detail::copy_row(target_, index)};
+  // A batch of one, its dim 0 dropped.
+  const Example one = get_batch({index < 0 ? index + n : index});
+  const auto row_shape = [](const Tensor& t) { return Shape(t.shape().begin() + 1, t.shape().end()); };
+  return {one.data.reshape(row_shape(one.data)), one.target.reshape(row_shape(one.target))};
 }
 
 Example TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
   const int64_t n = size();
-  for (const int64_t index : indices)
-    check(index >= 0 && index < n, "TensorDataset", "index ", index, " is out of range for a dataset of ", n,
-          " samples");
-  return {detail::gather_rows(data_, indices), detail::gather_rows(target_, indices)};
+  Tensor index = empty({static_cast<int64_t>(indices.size())}, kInt64);
+  int64_t* out = index.mutable_data<int64_t>();
+  for (size_t i = 0; i < indices.size(); ++i) {
+    check(indices[i] >= 0 && indices[i] < n, "TensorDataset", "index ", indices[i],
+          " is out of range for a dataset of ", n, " samples");
+    out[i] = indices[i];
+  }
+  return {index_select(data_, 0, index), index_select(target_, 0, index)};
 }
 
 namespace detail {

@@ -41,7 +41,8 @@ struct DataLoaderOptions {
 
 // Stacks the samples' data, and their targets, along a new dim 0 (PyTorch's default_collate):
 // n samples of shape S make one batch of shape [n, S...]. tg::Error when the samples' shapes or
-// dtypes differ, naming the first sample that differs. Not recorded on the tape.
+// dtypes differ, naming the first sample that differs. tg::stack underneath: recorded on the tape
+// when a sample requires grad, as default_collate's torch.stack is.
 Example collate(const std::vector<Example>& samples);
 
 namespace detail {
