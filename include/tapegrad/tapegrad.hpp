@@ -26,3 +26,4 @@
 #include "tapegrad/optim.hpp"
 #include "tapegrad/nn/clip_grad.hpp"  // tg::nn::utils: gradient clipping, used beside the optimizers
 #include "tapegrad/checkpoint.hpp"
+#include "tapegrad/data.hpp"  // tg::data: datasets, samplers, DataLoader, IDX and CSV readers
