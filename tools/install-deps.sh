@@ -6,7 +6,7 @@
 #   bash tools/install-deps.sh --fuzz     # also clang and its libFuzzer runtime for tests/fuzz
 set -euo pipefail
 
-packages=(cmake make g++ libeigen3-dev libblis-serial-dev libtbb-dev libspdlog-dev catch2 nlohmann-json3-dev python3)
+packages=(cmake make g++ libeigen3-dev libblis-serial-dev libtbb-dev libspdlog-dev catch2 nlohmann-json3-dev zlib1g-dev python3)
 case "${1:-}" in
   --bench) packages+=(libtorch-dev libopenblas0-openmp linux-perf) ;;
   --fuzz) packages+=(clang libclang-rt-14-dev) ;;

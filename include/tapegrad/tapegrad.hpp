@@ -25,3 +25,4 @@
 #include "tapegrad/nn.hpp"
 #include "tapegrad/optim.hpp"
 #include "tapegrad/checkpoint.hpp"
+#include "tapegrad/data.hpp"  // tg::data: datasets, samplers, DataLoader, IDX and CSV readers

@@ -1,0 +1,15 @@
+// tg::data — datasets, samplers, the DataLoader, and readers for IDX (MNIST) and CSV files.
+//
+//   tg::Tensor images = tg::data::read_idx("train-images-idx3-ubyte.gz").to(tg::kFloat32);
+//   tg::Tensor labels = tg::data::read_idx("train-labels-idx1-ubyte.gz");
+//   tg::Generator generator(0);
+//   tg::data::DataLoader loader(tg::data::TensorDataset(images, labels),
+//                               {.batch_size = 128, .shuffle = true, .generator = &generator});
+//   for (const tg::data::Example& batch : loader) ...
+#pragma once
+
+#include "tapegrad/data/csv.hpp"
+#include "tapegrad/data/data_loader.hpp"
+#include "tapegrad/data/dataset.hpp"
+#include "tapegrad/data/idx.hpp"
+#include "tapegrad/data/sampler.hpp"
