@@ -385,11 +385,13 @@ def main():
         print("FMA peak (tg_bench, register-only float32 FMA loop in the widest vectors): " + "; ".join(
             "%d thr: %s GFLOP/s" % (t, fmt(peak[t])) for t in sorted(peak)))
     if triad:
+        def copy_gbps(t):  # absent when --filter left stream_copy out
+            ms = median("tapegrad", "stream_copy/%d" % STREAM_ELEMENTS, t)
+            return gbps("stream_copy/%d" % STREAM_ELEMENTS, ms) if ms else None
         print()
         print("STREAM (tg_bench, %d Mi floats per array): " % (STREAM_ELEMENTS >> 20) + "; ".join(
-            "%d thr: copy %s GB/s, triad %s GB/s" % (
-                t, fmt(gbps("stream_copy/%d" % STREAM_ELEMENTS, median("tapegrad", "stream_copy/%d" % STREAM_ELEMENTS, t))),
-                fmt(triad[t])) for t in sorted(triad)))
+            "%d thr: copy %s GB/s, triad %s GB/s" % (t, fmt(copy_gbps(t)) or "not run", fmt(triad[t]))
+            for t in sorted(triad)))
     print()
     print("Targets met: %d of %d." % (sum(1 for v in verdicts if v), len(verdicts)))
 
