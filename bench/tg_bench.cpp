@@ -152,17 +152,23 @@ bench::Runner train_step(bench::TrainShape shape) {
 
 // The toolkit cases (issue 14), each over a [rows, cols] float32 tensor; gradients are reset to
 // undefined before each iteration, as in the LayerNorm cases.
-bench::Runner softmax_forward_backward(bench::ToolkitShape shape) {
+// y = op(x), then y.backward(dy) with a fixed random dy; x's gradient reset each iteration.
+template <typename Op>
+bench::Runner unary_forward_backward(bench::ToolkitShape shape, Op op) {
   struct State {
     tg::Tensor x, dy;
   };
   auto s = std::make_shared<State>(State{tg::randn({shape.rows, shape.cols}), tg::randn({shape.rows, shape.cols})});
   s->x.requires_grad_();
-  return {[s] {
+  return {[s, op] {
             s->x.set_grad({});
-            tg::softmax(s->x, -1).backward(s->dy);
+            op(s->x).backward(s->dy);
           },
           [s] { return all_finite(s->x.grad()); }};
+}
+
+bench::Runner softmax_forward_backward(bench::ToolkitShape shape) {
+  return unary_forward_backward(shape, [](const tg::Tensor& x) { return tg::softmax(x, -1); });
 }
 
 bench::Runner cross_entropy_forward_backward(bench::ToolkitShape shape) {
@@ -179,16 +185,7 @@ bench::Runner cross_entropy_forward_backward(bench::ToolkitShape shape) {
 }
 
 bench::Runner gelu_forward_backward(bench::ToolkitShape shape) {
-  struct State {
-    tg::Tensor x, dy;
-  };
-  auto s = std::make_shared<State>(State{tg::randn({shape.rows, shape.cols}), tg::randn({shape.rows, shape.cols})});
-  s->x.requires_grad_();
-  return {[s] {
-            s->x.set_grad({});
-            nn::functional::gelu(s->x).backward(s->dy);
-          },
-          [s] { return all_finite(s->x.grad()); }};
+  return unary_forward_backward(shape, [](const tg::Tensor& x) { return nn::functional::gelu(x); });
 }
 
 bench::Runner dropout_forward(bench::ToolkitShape shape) {

@@ -107,17 +107,22 @@ bench::Runner tiny_graph(int64_t n) {
 }
 
 // The toolkit cases (issue 14), each over a [rows, cols] float32 tensor.
-bench::Runner softmax_forward_backward(bench::ToolkitShape shape) {
+template <typename Op>
+bench::Runner unary_forward_backward(bench::ToolkitShape shape, Op op) {
   struct State {
     torch::Tensor x, dy;
   };
   auto s = std::make_shared<State>(State{torch::randn({shape.rows, shape.cols}).requires_grad_(),
                                          torch::randn({shape.rows, shape.cols})});
-  return {[s] {
+  return {[s, op] {
             s->x.mutable_grad().reset();
-            torch::softmax(s->x, -1).backward(s->dy);
+            op(s->x).backward(s->dy);
           },
           [s] { return all_finite({s->x.grad()}); }};
+}
+
+bench::Runner softmax_forward_backward(bench::ToolkitShape shape) {
+  return unary_forward_backward(shape, [](const torch::Tensor& x) { return torch::softmax(x, -1); });
 }
 
 bench::Runner cross_entropy_forward_backward(bench::ToolkitShape shape) {
@@ -134,16 +139,7 @@ bench::Runner cross_entropy_forward_backward(bench::ToolkitShape shape) {
 }
 
 bench::Runner gelu_forward_backward(bench::ToolkitShape shape) {
-  struct State {
-    torch::Tensor x, dy;
-  };
-  auto s = std::make_shared<State>(State{torch::randn({shape.rows, shape.cols}).requires_grad_(),
-                                         torch::randn({shape.rows, shape.cols})});
-  return {[s] {
-            s->x.mutable_grad().reset();
-            torch::gelu(s->x).backward(s->dy);
-          },
-          [s] { return all_finite({s->x.grad()}); }};
+  return unary_forward_backward(shape, [](const torch::Tensor& x) { return torch::gelu(x); });
 }
 
 bench::Runner dropout_forward(bench::ToolkitShape shape) {
