@@ -49,6 +49,19 @@ struct Int64Of<D> {
 };
 template <typename D>
 using Int64 = typename Int64Of<D>::type;
+// The same shape, unsigned: the exponent arithmetic wraps instead of overflowing (UB) in the lanes
+// that the final select discards (below the underflow bound, ±∞, NaN).
+template <typename D>
+struct UInt64Of {
+  using type = uint64_t;
+};
+template <typename D>
+  requires(sizeof(D) > sizeof(double))
+struct UInt64Of<D> {
+  typedef uint64_t type __attribute__((vector_size(sizeof(D))));
+};
+template <typename D>
+using UInt64 = typename UInt64Of<D>::type;
 
 // condition ? if_true : if_false, lane by lane. On vectors wider than the level's registers, GCC
 // splits `?:` into 128-bit blends lane pair by lane pair; the same select as bit operations stays
@@ -88,8 +101,8 @@ D exp_nonpositive(D v) {
                                                       1.0 / 24,     1.0 / 6,     1.0 / 2,    1.0,       1.0};
   D power_series = D{} + kInverseFactorials[0];
   for (size_t i = 1; i < kInverseFactorials.size(); ++i) power_series = power_series * r + kInverseFactorials[i];
-  const Int64<D> k_int = std::bit_cast<Int64<D>>(shifted) - std::bit_cast<int64_t>(kRoundToInteger);
-  const D two_to_k = std::bit_cast<D>((k_int + 1023) << 52);
+  const UInt64<D> k_bits = std::bit_cast<UInt64<D>>(shifted) - std::bit_cast<uint64_t>(kRoundToInteger);
+  const D two_to_k = std::bit_cast<D>((k_bits + 1023) << 52);
   return select(v < kUnderflow, D{}, power_series * two_to_k);
 }
 
