@@ -36,32 +36,23 @@ namespace tg::detail::TG_ISA {
 
 namespace {
 
-// D is double (the tail of a row) or a vector of doubles (VectorLane::Wide); Int64<D> is the
-// integer type of the same shape, for the exponent bits.
-template <typename D>
-struct Int64Of {
-  using type = int64_t;
-};
-template <typename D>
-  requires(sizeof(D) > sizeof(double))
-struct Int64Of<D> {
-  typedef int64_t type __attribute__((vector_size(sizeof(D))));
-};
-template <typename D>
-using Int64 = typename Int64Of<D>::type;
-// The same shape, unsigned: the exponent arithmetic wraps instead of overflowing (UB) in the lanes
+// D is double (the tail of a row) or a vector of doubles (VectorLane::Wide); LanesOf<Int, D> is
+// the integer type Int in the same shape, for the exponent bits. Int64<D> for masks and sign bits;
+// UInt64<D> for the exponent arithmetic, which must wrap instead of overflowing (UB) in the lanes
 // that the final select discards (below the underflow bound, ±∞, NaN).
-template <typename D>
-struct UInt64Of {
-  using type = uint64_t;
+template <typename Int, typename D>
+struct LanesOf {
+  using type = Int;
 };
-template <typename D>
+template <typename Int, typename D>
   requires(sizeof(D) > sizeof(double))
-struct UInt64Of<D> {
-  typedef uint64_t type __attribute__((vector_size(sizeof(D))));
+struct LanesOf<Int, D> {
+  typedef Int type __attribute__((vector_size(sizeof(D))));
 };
 template <typename D>
-using UInt64 = typename UInt64Of<D>::type;
+using Int64 = typename LanesOf<int64_t, D>::type;
+template <typename D>
+using UInt64 = typename LanesOf<uint64_t, D>::type;
 
 // condition ? if_true : if_false, lane by lane. On vectors wider than the level's registers, GCC
 // splits `?:` into 128-bit blends lane pair by lane pair; the same select as bit operations stays
