@@ -49,6 +49,11 @@ def main():
     if not os.access(args.program, os.X_OK):
         sys.exit(f"{args.program} is not built: cmake --build build --target fashion_mnist")
     env = dict(os.environ)
+    # PyTorch's OpenMP threads spin while they wait for each other; on a machine that other work
+    # shares, a spinning thread steals the core its partner needs, and an epoch took 50x longer
+    # (90 s instead of 1.8 s at a load average of 8). Passive waiting costs little when the machine
+    # is quiet and keeps PyTorch's numbers meaningful when it is not. Set it yourself to override.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if args.huge_pages:
         env["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1"
     common = ["--epochs", str(args.epochs), "--threads", str(args.threads)]
@@ -75,7 +80,7 @@ def main():
     # Both sides are slowed by other work on the machine, PyTorch's OpenMP threads far more (they
     # spin while they wait for each other): the load average says how quiet the machine was.
     print(f"\nmedians over {args.rounds} round(s), {args.epochs} epochs, {args.threads} threads"
-          f"{', huge pages' if args.huge_pages else ''}; load average at the end "
+          f"{', huge pages' if args.huge_pages else ''}, OMP_WAIT_POLICY={env['OMP_WAIT_POLICY']}; load average at the end "
           f"{' '.join(f'{load:.1f}' for load in os.getloadavg())}:")
     print(f"  {'':8s}  {'whole run':>10s}  {'per epoch':>10s}  {'test accuracy':>13s}")
     for name in ("tapegrad", "pytorch"):
