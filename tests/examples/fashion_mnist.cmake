@@ -7,20 +7,24 @@
 #   cmake -DPROGRAM=<exe> -DWORK_DIR=<dir> -DARGS=... -DMODE=resume -P fashion_mnist.cmake
 #     two epochs straight against one epoch, a stop, and --resume for the second: the final
 #     checkpoints must be byte-identical, and so must metrics.csv but for its seconds column.
+#   cmake -DPROGRAM=<exe> -DWORK_DIR=<dir> -DARGS=... -DMODE=no_gnuplot -P fashion_mnist.cmake
+#     with no gnuplot on PATH: it says so, skips metrics.png and still writes metrics.csv.
 foreach(required PROGRAM WORK_DIR ARGS MODE)
   if(NOT DEFINED ${required})
     message(FATAL_ERROR "fashion_mnist.cmake: -D${required}=... is required")
   endif()
 endforeach()
 
-# Runs the program with ARGS and the extra arguments into `out_dir`; fails on a non-zero exit.
+# Runs the program with ARGS and the extra arguments into `out_dir`, its output into `output`
+# (when given); fails on a non-zero exit. LAUNCHER may prefix the command (cmake -E env ...).
 function(run out_dir)
-  execute_process(COMMAND ${PROGRAM} ${ARGS} --out ${out_dir} ${ARGN}
+  execute_process(COMMAND ${LAUNCHER} ${PROGRAM} ${ARGS} --out ${out_dir} ${ARGN}
                   RESULT_VARIABLE exit_code OUTPUT_VARIABLE out ERROR_VARIABLE err)
   message("${PROGRAM} ${ARGS} --out ${out_dir} ${ARGN}\n${out}${err}")
   if(NOT exit_code STREQUAL "0")
     message(FATAL_ERROR "exited with ${exit_code}")
   endif()
+  set(output "${out}${err}" PARENT_SCOPE)
 endfunction()
 
 # metrics.csv's rows without the seconds column (the last), one list element per row.
@@ -92,6 +96,17 @@ elseif(MODE STREQUAL "resume")
     message(FATAL_ERROR "the final checkpoints differ: ${straight_hash} vs ${resumed_hash}")
   endif()
   message("resumed run bitwise identical to the straight one")
+elseif(MODE STREQUAL "no_gnuplot")
+  # A PATH with nothing on it: the program must not need any other tool.
+  file(MAKE_DIRECTORY ${WORK_DIR}/empty_path)
+  set(LAUNCHER ${CMAKE_COMMAND} -E env PATH=${WORK_DIR}/empty_path)
+  run(${WORK_DIR}/out)
+  if(NOT output MATCHES "gnuplot not found: metrics.png skipped")
+    message(FATAL_ERROR "no 'gnuplot not found: metrics.png skipped' in the output")
+  endif()
+  if(NOT EXISTS ${WORK_DIR}/out/metrics.csv OR EXISTS ${WORK_DIR}/out/metrics.png)
+    message(FATAL_ERROR "expected metrics.csv and no metrics.png in ${WORK_DIR}/out")
+  endif()
 else()
   message(FATAL_ERROR "fashion_mnist.cmake: unknown MODE '${MODE}'")
 endif()
