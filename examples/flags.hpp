@@ -3,7 +3,7 @@
 // argparse (CLI11's own codes, 105 to 114, would tell a script nothing it recognises).
 //
 //   CLI::App app("train_mlp: an MLP learns three interleaved spirals");
-//   long steps = 15000;
+//   int64_t steps = 15000;
 //   app.add_option("--steps", steps, "optimizer steps")->check(examples::positive);
 //   if (const std::optional<int> status = examples::parse(app, argc, argv)) return *status;
 #pragma once
