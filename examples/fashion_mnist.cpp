@@ -331,6 +331,13 @@ int main(int argc, char** argv) try {
                                    warmup ? std::vector<int64_t>{warmup_steps} : std::vector<int64_t>{});
   const tg::nn::CrossEntropyOptions criterion{.label_smoothing = settings.label_smoothing};
 
+  std::printf("%s: %lld training / %lld test images (mean %.4f, std %.4f after scaling to [0, 1]; read in %.2f s), "
+              "%lld epochs of %lld batches of %lld, %d threads\n",
+              kProgram, static_cast<long long>(train.labels.size(0)), static_cast<long long>(test.labels.size(0)),
+              normalisation.mean, normalisation.std, load_seconds, static_cast<long long>(settings.epochs),
+              static_cast<long long>(steps_per_epoch), static_cast<long long>(settings.batch), tg::get_num_threads());
+  std::fflush(stdout);
+
   // Everything a resumed run needs to draw what this one would have drawn next.
   const tg::CheckpointOptions random_state{.generators = {&tg::default_generator(), &shuffle_generator}};
   const fs::path out(settings.out);
@@ -344,20 +351,13 @@ int main(int argc, char** argv) try {
     const int64_t steps_done = schedule.last_epoch();
     if (steps_done % steps_per_epoch != 0)
       throw std::runtime_error(checkpoint.string() + " stopped after step " + std::to_string(steps_done) +
-                       ", not at the end of an epoch of " + std::to_string(steps_per_epoch) +
-                       " steps: resume with the --batch and --limit of the run that wrote it");
+                               ", not at the end of an epoch of " + std::to_string(steps_per_epoch) +
+                               " steps: resume with the --batch and --limit of the run that wrote it");
     first_epoch = steps_done / steps_per_epoch + 1;
     metrics.keep_previous(first_epoch - 1);
     std::cout << "resumed from " << checkpoint.string() << " after epoch " << first_epoch - 1 << "\n";
   }
   const int64_t last_epoch = settings.stop_after > 0 ? std::min(settings.stop_after, settings.epochs) : settings.epochs;
-
-  std::printf("%s: %lld training / %lld test images (mean %.4f, std %.4f after scaling to [0, 1]; read in %.2f s), "
-              "%lld epochs of %lld batches of %lld, %d threads\n",
-              kProgram, static_cast<long long>(train.labels.size(0)), static_cast<long long>(test.labels.size(0)),
-              normalisation.mean, normalisation.std, load_seconds, static_cast<long long>(settings.epochs),
-              static_cast<long long>(steps_per_epoch), static_cast<long long>(settings.batch), tg::get_num_threads());
-  std::fflush(stdout);
 
   double training_seconds = 0.0;
   Epoch epoch_metrics;
