@@ -233,6 +233,10 @@ bool Work::is_completed() {
 Work all_reduce_async(Tensor& tensor, ReduceOp op) {
   const char* name = "tg::dist::all_reduce";
   agree(describe_call(Collective::AllReduce, tensor, static_cast<int64_t>(op), 0, /*in_place=*/true), name);
+  return detail::all_reduce_unchecked(tensor, op, name);
+}
+
+Work detail::all_reduce_unchecked(Tensor& tensor, ReduceOp op, const char* name) {
   auto state = std::make_shared<Work::State>();
   state->result = tensor;
   state->divide = op == ReduceOp::Mean;

@@ -11,4 +11,5 @@
 #pragma once
 
 #include "tapegrad/distributed/collectives.hpp"
+#include "tapegrad/distributed/data_parallel.hpp"
 #include "tapegrad/distributed/process_group.hpp"
