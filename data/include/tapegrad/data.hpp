@@ -13,3 +13,4 @@
 #include "tapegrad/data/dataset.hpp"
 #include "tapegrad/data/idx.hpp"
 #include "tapegrad/data/sampler.hpp"
+#include "tapegrad/data/distributed_sampler.hpp"  // each replica's share, for tg::dist (issue 16)
