@@ -1,6 +1,7 @@
 // DataParallel against one process training on the whole batch: rank 0's weights everywhere after
 // construction, the same steps (to 1e-12 in float64) in the default mode, bitwise the same in exact
-// mode, buckets in reverse registration order, no_sync, unused parameters, and misuse.
+// mode, buckets in reverse registration order, no_sync, unused parameters, a checkpoint written by
+// rank 0 and resumed by all, and misuse.
 #include "distributed_test_util.hpp"
 
 using namespace tg;
@@ -257,4 +258,35 @@ TEST_CASE("DataParallel refuses models that differ between ranks, and a backward
   REQUIRE_TG_ERROR(ddp(x), Catch::Contains("forward before the previous backward was synchronized"));
   ddp.synchronize();
   ddp(x);
+}
+
+TEST_CASE("A checkpoint written by rank 0 and loaded by every rank resumes training bitwise", "[dist][data_parallel][io]") {
+  const int ranks = dist::world_size();
+  const int64_t share = kBatch / ranks, begin = dist::rank() * share;
+  const std::string path = tg::detail::concat(TG_DIST_SCRATCH_DIR, "/resume_np", ranks, ".safetensors");
+  // `steps` steps from `first_step` on, through DataParallel.
+  const auto train = [&](Net& net, optim::SGD& optimizer, int first_step, int steps) {
+    dist::DataParallel ddp(net);
+    for (int step = first_step; step < first_step + steps; ++step) {
+      const auto [x, y] = batch_of(step);
+      optimizer.zero_grad();
+      ddp.backward(nn::cross_entropy(ddp(rows(x, begin, begin + share)), rows(y, begin, begin + share)));
+      optimizer.step();
+    }
+  };
+  Net uninterrupted = make_net(0);
+  optim::SGD uninterrupted_optimizer(uninterrupted.parameters(), {.lr = 0.1, .momentum = 0.9});
+  train(uninterrupted, uninterrupted_optimizer, 0, 8);
+
+  Net first = make_net(0);
+  optim::SGD first_optimizer(first.parameters(), {.lr = 0.1, .momentum = 0.9});
+  train(first, first_optimizer, 0, 4);
+  if (dist::rank() == 0) save(first, first_optimizer, path);  // the ranks' states are identical
+  dist::barrier();                                             // the file is complete for everyone
+  Net resumed = make_net(static_cast<uint64_t>(dist::rank()) + 50);
+  optim::SGD resumed_optimizer(resumed.parameters(), {.lr = 0.1, .momentum = 0.9});
+  load(resumed, resumed_optimizer, path);
+  train(resumed, resumed_optimizer, 4, 4);
+  const std::vector<Tensor> expected = uninterrupted.parameters(), got = resumed.parameters();
+  for (size_t i = 0; i < got.size(); ++i) CHECK(bitwise_equal(got[i], expected[i]));
 }
