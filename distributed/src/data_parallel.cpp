@@ -6,6 +6,7 @@
 
 #include "dispatch.hpp"
 #include "mpi.hpp"
+#include "parallel_for.hpp"
 #include "tapegrad/distributed/collectives.hpp"
 #include "tapegrad/distributed/process_group.hpp"
 #include "tensor_impl.hpp"
@@ -131,7 +132,9 @@ struct DataParallel::State {
         const T* from = sum.data<T>() + slot.offset;
         T* to = mean.mutable_data<T>();
         // mean = sum / count, a division as torch's ReduceOp.AVG does
-        for (int64_t k = 0; k < mean.numel(); ++k) to[k] = from[k] / static_cast<T>(count);
+        tg::detail::parallel_for(mean.numel(), tg::detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+          for (int64_t k = begin; k < end; ++k) to[k] = from[k] / static_cast<T>(count);
+        });
       });
       slot.parameter.set_grad(previous.empty() || !previous[i].defined() ? mean : previous[i] + mean);
     }
@@ -189,9 +192,12 @@ struct DataParallel::State {
           T* sum = bucket.buffer.mutable_data<T>();
           std::copy(shard, shard + length, sum);
           // The fixed order that makes the result independent of the world size: g_0 + g_1 + ...
-          for (int64_t s = 1; s < options.exact_shards; ++s) {
-            for (int64_t k = 0; k < length; ++k) sum[k] += shard[s * length + k];
-          }
+          // for each element (the split over elements changes no element's order).
+          tg::detail::parallel_for(length, tg::detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+            for (int64_t s = 1; s < options.exact_shards; ++s) {
+              for (int64_t k = begin; k < end; ++k) sum[k] += shard[s * length + k];
+            }
+          });
         });
       }
       write_back(options.exact_shards, "shards", previous);
