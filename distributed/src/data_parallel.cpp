@@ -67,7 +67,7 @@ struct DataParallel::State {
   DataParallelOptions options;
   int ranks = 1;
   int64_t local_shards = 0;  // exact mode
-  std::vector<Slot> slots;   // in registration order
+  std::vector<Slot> slots;   // in bucket order: reverse registration order
   std::vector<Bucket> buckets;  // in all-reduce order
   std::vector<HookHandle> hooks;
   size_t next_bucket = 0;     // the next bucket to launch: they start in index order on every rank
@@ -85,7 +85,8 @@ struct DataParallel::State {
   }
 
   // Open MPI moves a non-blocking collective forward only inside MPI calls: test the buckets in
-  // flight whenever a gradient arrives, so that they progress while backward runs.
+  // flight whenever a gradient arrives, so that they progress while backward runs. One MPI_Test
+  // advances every pending request, so testing up to the first unfinished bucket is enough.
   void drive_progress() {
     for (size_t b = 0; b < next_bucket; ++b) {
       if (buckets[b].work && !buckets[b].work->is_completed()) break;
