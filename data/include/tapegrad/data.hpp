@@ -14,3 +14,4 @@
 #include "tapegrad/data/idx.hpp"
 #include "tapegrad/data/progress_bar.hpp"  // tg::ProgressBar (namespace tg): a loop's line of progress
 #include "tapegrad/data/sampler.hpp"
+#include "tapegrad/data/distributed_sampler.hpp"  // each replica's share, for tg::dist (issue 16)
