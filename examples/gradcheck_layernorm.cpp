@@ -4,14 +4,16 @@
 // compares the numeric Jacobian with the analytic one from LayerNorm's closed-form backward.
 //
 //   ./build/examples/gradcheck_layernorm --steps 3    # three random draws per case
+//   ./build/examples/gradcheck_layernorm --help       # every flag and its default
 //
-// Prints one table row per case and draw; exits with status 0 only when every row passes.
+// Prints one table row per case and draw; exits with status 0 only when every row passes (1 when
+// one fails, 2 on a wrong flag or value).
 #include <spdlog/spdlog.h>
 
 #include <string>
 #include <tapegrad/tapegrad.hpp>
 
-#include "cli.hpp"
+#include "flags.hpp"
 
 namespace {
 
@@ -32,12 +34,14 @@ std::string error_text(const tg::GradcheckResult& result, size_t input) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  examples::Flags flags(argc, argv);
-  const long draws = flags.integer("steps", 1);  // random draws of x, γ, β per case
-  const long seed = flags.integer("seed", 0);
-  const long threads = flags.integer("threads", 0);  // 0: all cores
-  const double eps = flags.real("eps", 1e-6);
-  if (flags.finish("gradcheck_layernorm")) return 0;
+  CLI::App app("gradcheck_layernorm: LayerNorm's backward against finite differences, in float64");
+  int64_t draws = 1, seed = 0, threads = 0;
+  double eps = 1e-6;
+  app.add_option("--steps", draws, "random draws of x, gamma and beta per case")->check(examples::positive);
+  app.add_option("--seed", seed, "seed of the draws")->check(examples::non_negative);
+  app.add_option("--threads", threads, "threads; 0: all cores")->check(examples::non_negative);
+  app.add_option("--eps", eps, "finite-difference step")->check(examples::positive);
+  if (const std::optional<int> status = examples::parse(app, argc, argv)) return *status;
   if (threads > 0) tg::set_num_threads(static_cast<int>(threads));
   tg::manual_seed(static_cast<uint64_t>(seed));
 
@@ -54,7 +58,7 @@ int main(int argc, char** argv) try {
              "result");
   bool all_passed = true;
   for (const Case& c : cases) {
-    for (long draw = 0; draw < draws; ++draw) {
+    for (int64_t draw = 0; draw < draws; ++draw) {
       std::vector<tg::Tensor> inputs = {tg::randn(c.input_shape, tg::kFloat64).requires_grad_()};
       if (c.affine) {
         // Non-trivial γ and β: with γ = 1, β = 0 a wrong dγ or dβ could hide.

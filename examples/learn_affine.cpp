@@ -2,19 +2,20 @@
 //
 // The teacher is LayerNorm({E}) with γ* evenly spaced in [0.5, 2] and β* in [−1, 1]; it maps
 // random inputs [B, S, E] to targets. The student starts at γ = 1, β = 0 (PyTorch's init) and
-// fits the targets with SGD on the mean squared error. Both normalise the same inputs the same
+// fits the targets with SGD on the mean squared error, in shuffled mini-batches of a fixed set of
+// --samples examples (a DataLoader over a TensorDataset). Both normalise the same inputs the same
 // way, so only γ and β differ and the student can recover them exactly.
 //
 //   ./build/examples/learn_affine --steps 300 --embed 16
+//   ./build/examples/learn_affine --help      # every flag and its default
 //
-// Exits with status 1 unless max|γ − γ*| and max|β − β*| both end below --tolerance.
+// Exits with status 1 unless max|γ − γ*| and max|β − β*| both end below --tolerance, 2 on a
+// wrong flag or value.
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <cmath>
 #include <tapegrad/tapegrad.hpp>
 
-#include "cli.hpp"
+#include "flags.hpp"
 
 namespace {
 
@@ -27,25 +28,25 @@ tg::Tensor linspace(double first, double last, int64_t n) {
 
 double max_abs_difference(const tg::Tensor& a, const tg::Tensor& b) {
   tg::NoGradGuard no_grad;
-  const std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
-  double worst = 0.0;
-  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - y[i]));
-  return worst;
+  return (a - b).abs().max().item();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) try {
-  examples::Flags flags(argc, argv);
-  const long steps = flags.integer("steps", 300);
-  const long seed = flags.integer("seed", 0);
-  const long threads = flags.integer("threads", 0);  // 0: all cores
-  const long batch = flags.integer("batch", 32);
-  const long seq = flags.integer("seq", 8);
-  const long embed = flags.integer("embed", 16);
-  const double lr = flags.real("lr", 1.0);
-  const double tolerance = flags.real("tolerance", 1e-3);
-  if (flags.finish("learn_affine")) return 0;
+  CLI::App app("learn_affine: a student LayerNorm learns a teacher's hidden gamma and beta");
+  int64_t steps = 300, seed = 0, threads = 0, batch = 32, seq = 8, embed = 16, samples = 1024;
+  double lr = 1.0, tolerance = 1e-3;
+  app.add_option("--steps", steps, "optimizer steps (mini-batches)")->check(examples::positive);
+  app.add_option("--seed", seed, "seed of the inputs and the shuffle")->check(examples::non_negative);
+  app.add_option("--threads", threads, "threads; 0: all cores")->check(examples::non_negative);
+  app.add_option("--batch", batch, "B: sequences per mini-batch")->check(examples::positive);
+  app.add_option("--seq", seq, "S: positions per sequence")->check(examples::positive);
+  app.add_option("--embed", embed, "E: features per position, normalised together")->check(examples::positive);
+  app.add_option("--samples", samples, "sequences in the training set")->check(examples::positive);
+  app.add_option("--lr", lr, "learning rate")->check(examples::positive);
+  app.add_option("--tolerance", tolerance, "exit 1 unless both errors end below this")->check(examples::positive);
+  if (const std::optional<int> status = examples::parse(app, argc, argv)) return *status;
   if (threads > 0) tg::set_num_threads(static_cast<int>(threads));
   tg::manual_seed(static_cast<uint64_t>(seed));
 
@@ -57,22 +58,32 @@ int main(int argc, char** argv) try {
   // 2(γ_j − γ*_j)/E, so lr ≈ 1 with momentum contracts the error by a constant factor a step.
   tg::optim::SGD optimizer(student.parameters(), {.lr = lr, .momentum = 0.9});
 
-  spdlog::info("learn_affine: E = {}, batches of [{}, {}, {}], {} steps, {} threads", embed, batch, seq, embed, steps,
-               tg::get_num_threads());
-  for (long step = 1; step <= steps; ++step) {
-    const tg::Tensor x = tg::randn({batch, seq, embed});
-    tg::Tensor target;
-    {
-      tg::NoGradGuard no_grad;
-      target = teacher(x);
+  // inputs: [samples, S, E]; targets: the teacher's outputs for them, the same shape.
+  const tg::Tensor inputs = tg::randn({samples, seq, embed});
+  tg::Tensor targets;
+  {
+    tg::NoGradGuard no_grad;
+    targets = teacher(inputs);
+  }
+  tg::Generator shuffle_generator(static_cast<uint64_t>(seed));
+  const tg::data::DataLoader loader(tg::data::TensorDataset(inputs, targets),
+                                    {.batch_size = batch, .shuffle = true, .generator = &shuffle_generator});
+
+  spdlog::info("learn_affine: E = {}, {} samples in batches of [{}, {}, {}], {} steps, {} threads", embed, samples,
+               batch, seq, embed, steps, tg::get_num_threads());
+  int64_t step = 0;
+  while (step < steps) {
+    for (const tg::data::Example& example : loader) {
+      if (step == steps) break;
+      optimizer.zero_grad();
+      tg::Tensor loss = tg::nn::mse_loss(student(example.data), example.target);
+      loss.backward();
+      optimizer.step();
+      ++step;
+      if (step == 1 || step % 50 == 0 || step == steps)
+        spdlog::info("step {:4d}  loss {:.3e}  max|γ−γ*| {:.3e}  max|β−β*| {:.3e}", step, loss.item(),
+                     max_abs_difference(student.weight, teacher.weight), max_abs_difference(student.bias, teacher.bias));
     }
-    optimizer.zero_grad();
-    tg::Tensor loss = tg::nn::mse_loss(student(x), target);
-    loss.backward();
-    optimizer.step();
-    if (step == 1 || step % 50 == 0 || step == steps)
-      spdlog::info("step {:4d}  loss {:.3e}  max|γ−γ*| {:.3e}  max|β−β*| {:.3e}", step, loss.item(),
-                   max_abs_difference(student.weight, teacher.weight), max_abs_difference(student.bias, teacher.bias));
   }
 
   const double gamma_error = max_abs_difference(student.weight, teacher.weight);

@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iomanip>
-#include <nlohmann/json.hpp>
 #include <utility>
+
+#include "json_header.hpp"
+#include "json_value.hpp"
 
 namespace tg::detail {
 
 namespace {
-
-using nlohmann::json;
 
 constexpr const char* kTensorPrefix = "optimizer.";
 constexpr const char* kOptimizerKey = "tapegrad.optimizer";
@@ -38,23 +38,32 @@ int64_t parse_count(const std::string& text, const std::string& key, const std::
   return std::strtoll(text.c_str(), nullptr, 10);
 }
 
-json parse_json(const std::string& text, const std::string& key, const std::string& path) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception&) {
-    throw Error(concat("load: '", path, "' has a malformed '", key, "': \"", text, "\""));
-  }
+JsonValue parse_json(const std::string& text, const std::string& key, const std::string& path) {
+  return parse_json_value(text, "load", path, key);
 }
 
 // A hyper-parameter of the file: a JSON number, true/false or a list of numbers (Adam's betas).
-optim::OptionValue option_value(const json& value, const std::string& key, const std::string& path) {
-  const bool numbers =
-      value.is_array() && std::all_of(value.begin(), value.end(), [](const json& v) { return v.is_number(); });
-  check(value.is_number() || value.is_boolean() || numbers, "load", "'", path, "': the optimizer option '", key,
-        "' is neither a number, nor true/false, nor a list of numbers: ", value.dump());
-  if (value.is_boolean()) return value.get<bool>();
-  if (numbers) return value.get<std::vector<double>>();
-  return value.get<double>();
+optim::OptionValue option_value(const JsonValue& value, const std::string& key, const std::string& path) {
+  check(value.is_number() || value.kind == JsonValue::Kind::Boolean || value.is_array_of_numbers(), "load", "'",
+        path, "': the optimizer option '", key, "' is neither a number, nor true/false, nor a list of numbers: ",
+        value.dump());
+  if (value.kind == JsonValue::Kind::Boolean) return value.boolean;
+  if (value.is_number()) return value.number;
+  std::vector<double> numbers;
+  for (const JsonValue& item : value.items) numbers.push_back(item.number);
+  return numbers;
+}
+
+// An option value as JSON text.
+std::string option_json(const optim::OptionValue& option) {
+  if (const bool* flag = std::get_if<bool>(&option)) return *flag ? "true" : "false";
+  if (const double* number = std::get_if<double>(&option)) return json_number(*number);
+  return json_array(std::get<std::vector<double>>(option), json_number);
+}
+
+// Names as a JSON list of strings, e.g. ["0.weight","0.bias"].
+std::string json_names(const std::vector<std::string>& names, const char* op) {
+  return json_array(names, [op](const std::string& name) { return json_string(name, "the parameter name", op); });
 }
 
 // The name of each optimizer parameter in the model, matched by identity.
@@ -94,28 +103,29 @@ std::vector<optim::ParamGroupState> single_sgd_param_groups(const optim::Optimiz
 std::vector<optim::ParamGroupState> param_groups(const optim::Optimizer& optimizer,
                                                  const std::vector<std::string>& names,
                                                  const SafetensorsContents& contents, const std::string& path) {
-  const json groups = parse_json(required(contents.metadata, kParamGroupsKey, path), kParamGroupsKey, path);
-  check(groups.is_array() && groups.size() == optimizer.param_group_count(), "load", "'", path, "' holds ",
-        groups.is_array() ? groups.size() : 0, " parameter groups, the optimizer ", optimizer.param_group_count());
+  const JsonValue groups = parse_json(required(contents.metadata, kParamGroupsKey, path), kParamGroupsKey, path);
+  check(groups.kind == JsonValue::Kind::Array && groups.items.size() == optimizer.param_group_count(), "load", "'",
+        path, "' holds ", groups.items.size(), " parameter groups, the optimizer ", optimizer.param_group_count());
   std::vector<optim::ParamGroupState> result;
   size_t first = 0;  // index of the group's first parameter in optimizer.parameters()
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const json& group = groups[g];
-    check(group.is_object() && group.contains("params") && group["params"].is_array(), "load", "'", path,
-          "': parameter group ", g, " is not an object with a \"params\" list");
+  for (size_t g = 0; g < groups.items.size(); ++g) {
+    const JsonValue& group = groups.items[g];
+    const JsonValue* listed = group.find("params");
+    check(group.kind == JsonValue::Kind::Object && listed != nullptr && listed->kind == JsonValue::Kind::Array, "load",
+          "'", path, "': parameter group ", g, " is not an object with a \"params\" list");
     const size_t count = optimizer.group_parameters(g).size();
     std::vector<std::string> expected(names.begin() + static_cast<std::ptrdiff_t>(first),
                                       names.begin() + static_cast<std::ptrdiff_t>(first + count));
-    const json& listed = group["params"];
-    const bool same = listed.size() == count && std::equal(expected.begin(), expected.end(), listed.begin(),
-                                                           [](const std::string& name, const json& entry) {
-                                                             return entry.is_string() && entry.get<std::string>() == name;
-                                                           });
-    check(same, "load", "'", path, "': parameter group ", g, " holds ", listed.dump(), " in the file but ",
-          json(expected).dump(), " in the optimizer");
+    const bool same = listed->items.size() == count &&
+                      std::equal(expected.begin(), expected.end(), listed->items.begin(),
+                                 [](const std::string& name, const JsonValue& entry) {
+                                   return entry.kind == JsonValue::Kind::String && entry.string == name;
+                                 });
+    check(same, "load", "'", path, "': parameter group ", g, " holds ", listed->dump(), " in the file but ",
+          json_names(expected, "load"), " in the optimizer");
     optim::ParamGroupState state;
-    for (const auto& [key, value] : group.items())
-      if (key != "params") state.options.emplace(key, option_value(value, key, path));
+    for (const JsonField& field : group.fields)
+      if (field.key != "params") state.options.emplace(field.key, option_value(field.value, field.key, path));
     for (size_t k = 0; k < count; ++k) state.params.push_back(static_cast<int64_t>(first + k));
     result.push_back(std::move(state));
     first += count;
@@ -134,26 +144,24 @@ void encode_optimizer_state(nn::Module& model, const optim::Optimizer& optimizer
   for (const auto& [index, entries] : state.state)
     for (const auto& [state_name, tensor] : entries)
       tensors.emplace_back(kTensorPrefix + state_name + "." + names[static_cast<size_t>(index)], tensor);
-  json groups = json::array();
-  for (const optim::ParamGroupState& group : state.param_groups) {
-    json entry = json::object();
-    // A named reference, not the structured binding: clang 14 (the fuzz build) cannot capture one.
-    for (const auto& option : group.options) {
-      const std::string& key = option.first;
-      std::visit([&](auto v) { entry[key] = v; }, option.second);
+  // [{"lr":0.1,...,"params":["0.weight","0.bias"]},...]
+  const auto group_json = [&names](const optim::ParamGroupState& group) {
+    std::string text = "{";
+    for (const auto& [key, value] : group.options) {
+      text += json_string(key, "the option name", "save");
+      text += ':';
+      text += option_json(value);
+      text += ',';
     }
-    json params = json::array();
-    for (int64_t index : group.params) params.push_back(names[static_cast<size_t>(index)]);
-    entry["params"] = std::move(params);
-    groups.push_back(std::move(entry));
-  }
+    std::vector<std::string> group_names;
+    for (int64_t index : group.params) group_names.push_back(names[static_cast<size_t>(index)]);
+    text += "\"params\":";
+    text += json_names(group_names, "save");
+    return text += '}';
+  };
   metadata[kOptimizerKey] = optimizer.name();
   metadata[kStepCountKey] = std::to_string(state.step_count);
-  try {
-    metadata[kParamGroupsKey] = groups.dump();
-  } catch (const json::exception&) {  // the only failure of dump(): a string that is not UTF-8
-    throw Error("save: a parameter name of the optimizer is not valid UTF-8");
-  }
+  metadata[kParamGroupsKey] = json_array(state.param_groups, group_json);
 }
 
 optim::OptimizerStateDict decode_optimizer_state(nn::Module& model, const optim::Optimizer& optimizer,
@@ -188,12 +196,16 @@ void encode_scheduler_state(const optim::LRScheduler& scheduler, Metadata& metad
   const optim::SchedulerStateDict state = scheduler.state_dict();
   metadata[kSchedulerKey] = scheduler.name();
   metadata[kLastEpochKey] = std::to_string(state.last_epoch);
-  metadata[kBaseLrsKey] = json(state.base_lrs).dump();
+  metadata[kBaseLrsKey] = json_array(state.base_lrs, json_number);
   // Counters as decimal strings: ReduceLROnPlateau's best starts at ±inf, which JSON numbers cannot hold.
   if (!state.counters.empty()) {
-    json counters = json::object();
-    for (const auto& counter : state.counters) counters[counter.first] = concat(std::setprecision(17), counter.second);
-    metadata[kCountersKey] = counters.dump();
+    std::string counters = "{";
+    for (const auto& [name, value] : state.counters) {
+      if (counters.size() > 1) counters += ',';
+      counters += json_string(name, "the scheduler counter name", "save");
+      counters += concat(":\"", std::setprecision(17), value, "\"");
+    }
+    metadata[kCountersKey] = counters += '}';
   }
 }
 
@@ -204,17 +216,17 @@ optim::SchedulerStateDict decode_scheduler_state(const optim::LRScheduler& sched
         " scheduler, not ", scheduler.name());
   optim::SchedulerStateDict state;
   state.last_epoch = parse_count(required(contents.metadata, kLastEpochKey, path), kLastEpochKey, path);
-  const json base_lrs = parse_json(required(contents.metadata, kBaseLrsKey, path), kBaseLrsKey, path);
-  check(base_lrs.is_array() && std::all_of(base_lrs.begin(), base_lrs.end(), [](const json& v) { return v.is_number(); }),
-        "load", "'", path, "' has a malformed '", kBaseLrsKey, "': ", base_lrs.dump());
-  for (const json& base_lr : base_lrs) state.base_lrs.push_back(base_lr.get<double>());
+  const JsonValue base_lrs = parse_json(required(contents.metadata, kBaseLrsKey, path), kBaseLrsKey, path);
+  check(base_lrs.is_array_of_numbers(), "load", "'", path, "' has a malformed '", kBaseLrsKey, "': ", base_lrs.dump());
+  for (const JsonValue& base_lr : base_lrs.items) state.base_lrs.push_back(base_lr.number);
   // Only ReduceLROnPlateau writes counters; files of the epoch schedules have none.
   auto it = contents.metadata.find(kCountersKey);
   if (it != contents.metadata.end()) {
-    const json counters = parse_json(it->second, kCountersKey, path);
-    check(counters.is_object(), "load", "'", path, "' has a malformed '", kCountersKey, "': ", counters.dump());
-    for (const auto& [key, value] : counters.items()) {
-      const std::string text = value.is_string() ? value.get<std::string>() : std::string();
+    const JsonValue counters = parse_json(it->second, kCountersKey, path);
+    check(counters.kind == JsonValue::Kind::Object, "load", "'", path, "' has a malformed '", kCountersKey, "': ",
+          counters.dump());
+    for (const auto& [key, value] : counters.fields) {
+      const std::string text = value.kind == JsonValue::Kind::String ? value.string : std::string();
       char* end = nullptr;
       const double number = std::strtod(text.c_str(), &end);
       check(!text.empty() && end == text.c_str() + text.size(), "load", "'", path, "': the scheduler counter '", key,

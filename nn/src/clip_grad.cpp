@@ -9,6 +9,7 @@
 
 #include "deterministic_sum.hpp"
 #include "dispatch.hpp"
+#include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 #include "tensor_impl.hpp"
 
@@ -84,7 +85,7 @@ void replace_grad(Tensor& param, const Tensor& grad, const Map& map) {
 }  // namespace
 
 Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
-                       bool error_if_nonfinite) {
+                       bool error_if_nonfinite) try {
   check(max_norm >= 0, "clip_grad_norm_", "expected max_norm >= 0, got ", max_norm);
   check(!std::isnan(norm_type), "clip_grad_norm_", "expected a norm_type, got NaN");
   std::vector<Tensor> grads = defined_grads(parameters, "clip_grad_norm_");
@@ -123,9 +124,11 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
     });
   }
   return total_norm;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("clip_grad_norm_");
 }
 
-void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {
+void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) try {
   check(clip_value >= 0, "clip_grad_value_", "expected clip_value >= 0, got ", clip_value);
   defined_grads(parameters, "clip_grad_value_");  // checks every parameter first
   for (const Tensor& param : parameters) {
@@ -138,6 +141,8 @@ void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) 
       replace_grad<T>(target, grad, [low, high](T g) { return g < low ? low : (g > high ? high : g); });
     });
   }
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("clip_grad_value_");
 }
 
 }  // namespace tg::nn::utils

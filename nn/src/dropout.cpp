@@ -13,6 +13,7 @@
 
 #include "autograd/node.hpp"
 #include "ops/broadcast.hpp"
+#include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 #include "random_draws.hpp"
 #include "tapegrad/nn/functional.hpp"
@@ -45,7 +46,7 @@ Tensor times_noise(const Tensor& values, const Tensor& keep, double keep_probabi
 
 }  // namespace
 
-Tensor functional::dropout(const Tensor& x, double p, bool training, Generator* generator) {
+Tensor functional::dropout(const Tensor& x, double p, bool training, Generator* generator) try {
   check(x.defined(), "dropout", "undefined input");
   check_probability(p, "dropout");
   tg::detail::check_dtype<tg::detail::FloatingDTypes>("dropout", x.dtype());
@@ -85,6 +86,8 @@ Tensor functional::dropout(const Tensor& x, double p, bool training, Generator* 
                        grads.set(0, times_noise(g, keep, keep_probability));
                      });
   return out;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("dropout");
 }
 
 Dropout::Dropout(double p, Generator* generator) : p(p), generator(generator) { check_probability(p, "Dropout"); }

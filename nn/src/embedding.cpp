@@ -11,6 +11,7 @@
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "ops/indexing.hpp"
+#include "out_of_memory.hpp"
 #include "tapegrad/nn/functional.hpp"
 #include "tapegrad/nn/init.hpp"
 
@@ -29,7 +30,7 @@ std::optional<int64_t> normalize_padding_idx(std::optional<int64_t> padding_idx,
 
 }  // namespace
 
-Tensor functional::embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
+Tensor functional::embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) try {
   const char* op = "embedding";
   check(indices.defined() && weight.defined(), op, "undefined indices or weight");
   check(indices.dtype() == kInt64, op, "expected int64 indices, got ", indices.dtype());
@@ -59,6 +60,8 @@ Tensor functional::embedding(const Tensor& indices, const Tensor& weight, std::o
                        grads.set(0, dweight);
                      });
   return out;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("embedding");
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "option_values.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg::optim {
 
@@ -92,13 +93,15 @@ void EpochLRScheduler::start() {
   on_epoch(0);
 }
 
-void EpochLRScheduler::step() {
+void EpochLRScheduler::step() try {
   check_group_count();
   const int64_t epoch = last_epoch() + 1;
   std::vector<double> lrs;
   for (double base_lr : base_lrs()) lrs.push_back(lr_at(base_lr, epoch));
   set_lrs(lrs, epoch);
   on_epoch(epoch);
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as(name());
 }
 
 double EpochLRScheduler::last_lr(size_t group) const {
@@ -351,7 +354,7 @@ bool ReduceLROnPlateau::is_better(double metric) const {
   return relative ? metric > best_ * (options_.threshold + 1.) : metric > best_ + options_.threshold;
 }
 
-void ReduceLROnPlateau::step(double metric) {
+void ReduceLROnPlateau::step(double metric) try {
   check_group_count();
   // PyTorch's step, on copies committed at the end.
   double best = best_;
@@ -380,6 +383,8 @@ void ReduceLROnPlateau::step(double metric) {
   num_bad_epochs_ = num_bad_epochs;
   cooldown_counter_ = cooldown_counter;
   last_lrs_ = std::move(lrs);
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as(name());
 }
 
 double ReduceLROnPlateau::last_lr(size_t group) const {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <utility>
 
+#include "out_of_memory.hpp"
+
 namespace tg::optim {
 
 Optimizer::Optimizer(const char* name, std::vector<Tensor> params) : name_(name) { add_group(std::move(params)); }
@@ -39,7 +41,7 @@ std::vector<Tensor> Optimizer::group_parameters(size_t group) const {
           params_.begin() + static_cast<std::ptrdiff_t>(begin + group_sizes_[group])};
 }
 
-void Optimizer::step() {
+void Optimizer::step() try {
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor grad = params_[i].grad();
     if (!grad.defined()) continue;
@@ -55,6 +57,8 @@ void Optimizer::step() {
     }
   }
   ++step_count_;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as(name_);
 }
 
 void Optimizer::zero_grad() {

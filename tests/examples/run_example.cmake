@@ -1,6 +1,7 @@
 # Runs one example program and checks what it must show:
 #   cmake -DPROGRAM=<exe> -DARGS="--steps;10" -DEXPECT_EXIT=0 -DEXPECT_OUTPUT=<regex>
-#         [-DCSV=<path> -DEXPECT_CSV=<regex>] [-DCOUNT_REGEX=<regex> -DCOUNT=<n>] -P run_example.cmake
+#         [-DCSV=<path> -DEXPECT_CSV=<regex>] [-DCOUNT_REGEX=<regex> -DCOUNT=<n>]
+#         [-DEXPECT_ALL=<regex>;<regex>...] -P run_example.cmake
 if(NOT DEFINED EXPECT_EXIT)
   set(EXPECT_EXIT 0)
 endif()
@@ -28,3 +29,8 @@ if(DEFINED COUNT_REGEX)
     message(FATAL_ERROR "expected ${COUNT} lines matching '${COUNT_REGEX}', found ${hit_count}")
   endif()
 endif()
+foreach(regex IN LISTS EXPECT_ALL)
+  if(NOT "${out}${err}" MATCHES "${regex}")
+    message(FATAL_ERROR "the output of ${PROGRAM} does not match: ${regex}")
+  endif()
+endforeach()

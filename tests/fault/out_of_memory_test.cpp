@@ -34,12 +34,16 @@ std::string checkpoint_path() {
 }
 
 // One training step of a model with a weight large enough (256 KiB) for the buffer cache, then a
-// save and a load of the model. Each nn layer and a loss with options, so that the forward pass
+// save and a load of the model with its optimizer, scheduler and a generator. Each nn layer and a loss with options, so that the forward pass
 // runs every kind of node: GEMM, elementwise, both row normalisations, smoothed cross-entropy.
 struct Training {
   tg::nn::Sequential model{tg::nn::Linear(256, 256), tg::nn::ReLU(), tg::nn::LayerNorm({256}),
                            tg::nn::Linear(256, 8), tg::nn::RMSNorm({8}), tg::nn::Linear(8, 3)};
   tg::optim::SGD optimizer{model.parameters(), {.lr = 0.01, .momentum = 0.9}};
+  tg::optim::ReduceLROnPlateau scheduler{optimizer};
+  tg::Generator generator;
+  // Made here: a vector built at the call would be the test's allocation, not the library's.
+  tg::CheckpointOptions with_generator{.generators = {&generator}};
   tg::Tensor x = tg::randn({8, 256});
   std::vector<int64_t> labels{0, 1, 2, 0, 1, 2, 0, 1};
   std::string path = checkpoint_path();
@@ -61,13 +65,14 @@ struct Training {
 
   void step_save_load() {
     step();
-    // The model's checkpoint only: the optimizer's part (io/src/optimizer_state.cpp) still builds
-    // nlohmann::json trees, whose noexcept destructor allocates, so a failure there would end in
-    // std::terminate. Extend to tg::save(model, optimizer, path) once it builds none.
+    phase = "scheduler step";
+    scheduler.step(0.5);
+    // The whole state a resumed run needs: its optimizer (JSON parameter groups), its scheduler
+    // (JSON base learning rates and counters) and a generator.
     phase = "save";
-    tg::save(model, path);
+    tg::save(model, optimizer, scheduler, path, with_generator);
     phase = "load";
-    tg::load(model, path);
+    tg::load(model, optimizer, scheduler, path, with_generator);
   }
 
   // The parameters and momentum buffers, byte for byte.
@@ -144,8 +149,8 @@ TEST_CASE("failing any one allocation of a step, save and load is a tg::Error, a
     const double loss = training.step();
     REQUIRE(std::isfinite(loss));
     const std::string saved = training.state();
-    tg::save(training.model, training.path);
-    tg::load(training.model, training.path);
+    tg::save(training.model, training.optimizer, training.scheduler, training.path, training.with_generator);
+    tg::load(training.model, training.optimizer, training.scheduler, training.path, training.with_generator);
     REQUIRE(training.state() == saved);
   }
   std::string report;
@@ -243,6 +248,11 @@ TEST_CASE("failing any one allocation of a public op is a tg::Error naming that 
   hooked.register_forward_pre_hook([](tg::nn::Module&, const tg::Tensor&) { return tg::Tensor(); });
   hooked.register_forward_hook([](tg::nn::Module&, const tg::Tensor&, const tg::Tensor&) { return tg::Tensor(); });
   const tg::Tensor a32 = leaf(a.to(tg::kFloat32));
+  const tg::Tensor mask = a > 0.0;
+  const std::vector<tg::Tensor> pair{a, b};
+  const tg::Tensor rows = tg::tensor({2, 0}, {2}, tg::kInt64);
+  const tg::Tensor column_index = tg::tensor({0, 2, 1, 0}, {4, 1}, tg::kInt64);
+  const tg::Tensor one_column = leaf(tg::randn({4, 1}, tg::kFloat64));
   const std::vector<OpCall> calls = {
       {{"zeros"}, [&] { return tg::zeros(shape); }},
       {{"ones"}, [&] { return tg::ones(shape, tg::kInt64); }},
@@ -274,6 +284,34 @@ TEST_CASE("failing any one allocation of a public op is a tg::Error naming that 
       {{"transpose"}, [&] { return a.transpose(0, 1); }},
       {{"clone"}, [&] { return a.clone(); }},
       {{"to"}, [&] { return a.to(tg::kFloat32); }},
+      {{"log1p"}, [&] { return positive.log1p(); }},
+      {{"tanh"}, [&] { return a.tanh(); }},
+      {{"sigmoid"}, [&] { return a.sigmoid(); }},
+      {{"gelu"}, [&] { return a.gelu(); }},
+      {{"gelu"}, [&] { return a32.gelu("tanh"); }},  // float32: the vector kernels' own path
+      {{"abs"}, [&] { return a.abs(); }},
+      {{"clamp"}, [&] { return a.clamp(-0.5, 0.5); }},
+      {{"maximum"}, [&] { return a.maximum(row); }},
+      {{"minimum"}, [&] { return a.minimum(b); }},
+      {{"where"}, [&] { return tg::where(mask, a, b); }},
+      {{"masked_fill"}, [&] { return a.masked_fill(mask, 0.25); }},
+      {{"lt"}, [&] { return a < b; }},
+      {{"ge"}, [&] { return a >= 0.5; }},
+      {{"softmax"}, [&] { return a.softmax(1); }},
+      {{"log_softmax"}, [&] { return a.log_softmax(0); }},
+      {{"logsumexp"}, [&] { return a.logsumexp(dim1); }},
+      {{"max"}, [&] { return a.max(1).values; }},
+      {{"min"}, [&] { return a.min(); }},
+      {{"argmax"}, [&] { return a.argmax(0); }},
+      {{"cat"}, [&] { return tg::cat(pair, 1); }},
+      {{"stack"}, [&] { return tg::stack(pair); }},
+      {{"split"}, [&] { return a.split(2, 0).back(); }},
+      {{"chunk"}, [&] { return a.chunk(3, 1).front(); }},
+      {{"index_select"}, [&] { return a.index_select(0, rows); }},
+      {{"gather"}, [&] { return a.gather(1, column_index); }},
+      {{"scatter_add"}, [&] { return a.scatter_add(1, column_index, one_column); }},
+      {{"embedding"}, [&] { return F::embedding(classes, square); }},
+      {{"dropout"}, [&] { return F::dropout(a, 0.5, true, &seeded()); }},
       {{"linear"}, [&] { return F::linear(a, square, row); }},
       {{"layer_norm"}, [&] { return F::layer_norm(a, last_dim, row, row); }},
       {{"rms_norm"}, [&] { return F::rms_norm(a, last_dim, row); }},

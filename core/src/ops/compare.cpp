@@ -10,12 +10,13 @@
 
 #include "autograd/node.hpp"
 #include "ops/broadcast.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg {
 namespace {
 
 template <typename Compare>
-Tensor compare(const Tensor& a, const Tensor& b, const char* op) {
+Tensor compare(const Tensor& a, const Tensor& b, const char* op) try {
   check(a.defined() && b.defined(), op, "undefined tensor operand");
   const DType common = detail::promote_types(a.dtype(), b.dtype());
   NoGradGuard no_grad;  // the promoting copies are not recorded either
@@ -24,6 +25,8 @@ Tensor compare(const Tensor& a, const Tensor& b, const char* op) {
   return detail::dispatch_all(op, common, [&]<typename T>() {
     return detail::broadcast_map<bool, T, T>(out_shape, [](T x, T y) { return Compare{}(x, y); }, lhs, rhs);
   });
+} catch (...) {
+  detail::rethrow_out_of_memory_as(op);
 }
 
 // The scalar as a 0-d tensor that compares the way the header comment says.
@@ -34,8 +37,10 @@ Tensor scalar_operand(const Tensor& a, double value) {
 }
 
 template <typename Compare>
-Tensor compare(const Tensor& a, double b, const char* op) {
+Tensor compare(const Tensor& a, double b, const char* op) try {
   return compare<Compare>(a, scalar_operand(a, b), op);
+} catch (...) {
+  detail::rethrow_out_of_memory_as(op);
 }
 
 }  // namespace

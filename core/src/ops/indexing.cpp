@@ -13,6 +13,7 @@
 
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
+#include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 
 namespace tg {
@@ -181,7 +182,7 @@ void check_input(const Tensor& x, const char* op, bool adds) {
 
 }  // namespace
 
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) try {
   const char* op = "index_select";
   check_input(x, op, /*adds=*/false);
   check(index.defined(), op, "undefined index");
@@ -211,9 +212,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
                        grads.set(0, dx);
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("index_select");
 }
 
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) try {
   const char* op = "gather";
   check_input(x, op, /*adds=*/false);
   const ScatterPlan plan = plan_scatter(x, dim, index, index.defined() ? index.shape() : Shape{}, op);
@@ -233,9 +236,11 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
                        grads.set(0, dx);
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("gather");
 }
 
-Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) try {
   const char* op = "scatter_add";
   check_input(x, op, /*adds=*/true);
   check(src.defined(), op, "undefined src");
@@ -262,6 +267,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
                        grads.set(1, dsrc);
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("scatter_add");
 }
 
 Tensor Tensor::index_select(int64_t dim, const Tensor& index) const { return tg::index_select(*this, dim, index); }

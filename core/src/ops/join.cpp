@@ -9,6 +9,7 @@
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "ops/along_dim.hpp"
+#include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 
 namespace tg {
@@ -68,7 +69,7 @@ int64_t split_dim(const Tensor& x, int64_t dim, const char* op) {
 }  // namespace
 
 // PyTorch's legacy rule is kept: a 1-D tensor of shape [0] is skipped whatever the other shapes.
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) try {
   const char* op = "cat";
   check(!tensors.empty(), op, "expected a non-empty list of tensors");
   std::vector<size_t> used;  // positions of the tensors that take part
@@ -117,10 +118,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       }
     });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("cat");
 }
 
 // stack = cat of the tensors each given a new dim of size 1 at `dim`.
-Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) try {
   const char* op = "stack";
   check(!tensors.empty(), op, "expected a non-empty list of tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -135,9 +138,11 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   pieces.reserve(tensors.size());
   for (const Tensor& t : tensors) pieces.push_back(t.reshape(unsqueezed));
   return cat(pieces, d);
+} catch (...) {
+  detail::rethrow_out_of_memory_as("stack");
 }
 
-std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) try {
   const int64_t d = split_dim(x, dim, "split");
   const int64_t size = x.size(d);
   check(split_size >= 0, "split", "expected a non-negative split_size, got ", split_size);
@@ -148,9 +153,11 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   std::vector<int64_t> sizes(static_cast<size_t>(count), split_size);
   sizes.back() = size - split_size * (count - 1);
   return split_into(x, d, sizes);
+} catch (...) {
+  detail::rethrow_out_of_memory_as("split");
 }
 
-std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim) {
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim) try {
   const int64_t d = split_dim(x, dim, "split");
   for (int64_t length : split_sizes)
     check(length >= 0, "split", "expected non-negative split_sizes, got ", split_sizes);
@@ -158,15 +165,19 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_siz
   check(total == x.size(d), "split", "expected split_sizes to sum to ", x.size(d), " (the size of dim ", dim,
         " of a tensor of shape ", x.shape(), "), got ", split_sizes);
   return split_into(x, d, split_sizes);
+} catch (...) {
+  detail::rethrow_out_of_memory_as("split");
 }
 
 // PyTorch's chunk: pieces of ceil(size / chunks), so there may be fewer than `chunks`; an empty
 // dim gives `chunks` empty pieces.
-std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) try {
   const int64_t d = split_dim(x, dim, "chunk");
   check(chunks > 0, "chunk", "expected chunks > 0, got ", chunks);
   if (x.size(d) == 0) return split_into(x, d, std::vector<int64_t>(static_cast<size_t>(chunks), 0));
   return split(x, detail::ceil_div(x.size(d), chunks), d);
+} catch (...) {
+  detail::rethrow_out_of_memory_as("chunk");
 }
 
 std::vector<Tensor> split(const Tensor& x, std::initializer_list<int64_t> split_sizes, int64_t dim) {

@@ -5,6 +5,7 @@
 #include "ops/broadcast.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/reduction.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg {
 namespace {
@@ -36,7 +37,7 @@ T winner_share(T p, T q) {
 }
 
 template <bool Larger>
-Tensor pick_elementwise(const Tensor& a, const Tensor& b, const char* op, const char* node_name) {
+Tensor pick_elementwise(const Tensor& a, const Tensor& b, const char* op, const char* node_name) try {
   check(a.defined() && b.defined(), op, "undefined tensor operand");
   const DType common = detail::promote_types(a.dtype(), b.dtype());
   check(common != kBool, op, "not implemented for two bool tensors (use logical ops)");
@@ -65,6 +66,8 @@ Tensor pick_elementwise(const Tensor& a, const Tensor& b, const char* op, const 
                          grads.set(1, detail::sum_to(Larger ? share(b, a) : share(a, b), b.shape()));
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as(op);
 }
 
 }  // namespace
@@ -81,7 +84,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return a.minimum(b); }
 // --- where / masked_fill -----------------------------------------------------------------------
 
 // out = condition ? a : b, all three broadcast together; a and b promoted to a common dtype.
-Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) try {
   check(condition.defined() && a.defined() && b.defined(), "where", "undefined tensor operand");
   check(condition.dtype() == kBool, "where", "expected a bool condition, got ", condition.dtype());
   const DType common = detail::promote_types(a.dtype(), b.dtype());
@@ -101,11 +104,13 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
                        if (grads.needed(1)) grads.set(1, detail::sum_to(gradient_where(condition, false, g), sb));
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("where");
 }
 
 // PyTorch's out-of-place masked_fill: x and mask broadcast together, value (rounded to x's dtype)
 // where mask is true. The gradient reaches x where mask is false.
-Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const try {
   check(defined() && mask.defined(), "masked_fill", "undefined tensor operand");
   check(mask.dtype() == kBool, "masked_fill", "expected a bool mask, got ", mask.dtype());
   check(dtype() != kInt64 || (value >= -0x1p63 && value < 0x1p63), "masked_fill", "value ", value,
@@ -122,6 +127,8 @@ Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
                        grads.set(0, detail::sum_to(gradient_where(grads.unpack(saved_mask), false, g), in_shape));
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("masked_fill");
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) { return x.masked_fill(mask, value); }

@@ -12,6 +12,7 @@
 #include "dispatch.hpp"
 #include "ops/along_dim.hpp"
 #include "ops/elementwise.hpp"
+#include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 
 namespace tg {
@@ -84,7 +85,7 @@ SelectPlan plan_select(const Tensor& x, int64_t dim, bool keepdim, const char* o
 
 template <bool Max>
 Tensor::ValuesAndIndices select_values(const Tensor& x, int64_t dim, bool keepdim, const char* op,
-                                       const char* backward_name) {
+                                       const char* backward_name) try {
   const SelectPlan plan = plan_select(x, dim, keepdim, op);
   Tensor values = make_tensor(plan.out_shape, x.dtype(), op);
   Tensor indices = make_tensor(plan.out_shape, kInt64, op);
@@ -103,30 +104,36 @@ Tensor::ValuesAndIndices select_values(const Tensor& x, int64_t dim, bool keepdi
                        grads.set(0, dx);
                      });
   return {values, indices};
+} catch (...) {
+  detail::rethrow_out_of_memory_as(op);
 }
 
 template <bool Max>
-Tensor select_index(const Tensor& x, int64_t dim, bool keepdim, const char* op) {
+Tensor select_index(const Tensor& x, int64_t dim, bool keepdim, const char* op) try {
   const SelectPlan plan = plan_select(x, dim, keepdim, op);
   Tensor indices = make_tensor(plan.out_shape, kInt64, op);
   detail::dispatch<SelectDTypes>(op, x.dtype(), [&]<typename T>() {
     select_forward<Max, T>(x.data<T>(), nullptr, indices.mutable_data<int64_t>(), plan.layout);
   });
   return indices;
+} catch (...) {
+  detail::rethrow_out_of_memory_as(op);
 }
 
 // argmax() without a dim: the index into the flattened tensor, 0-d.
 template <bool Max>
-Tensor select_flat_index(const Tensor& x, const char* op) {
+Tensor select_flat_index(const Tensor& x, const char* op) try {
   check(x.defined(), op, "undefined input");
   check(x.numel() > 0, op, "cannot reduce an empty tensor (shape ", x.shape(), "): the operation has no identity");
   return select_index<Max>(make_view(x, {x.numel()}), 0, false, op);
+} catch (...) {
+  detail::rethrow_out_of_memory_as(op);
 }
 
 // max() / min() of all elements, 0-d. Its gradient is shared evenly among the elements equal to
 // the result (PyTorch's evenly_distribute_backward), NaN counting as equal to a NaN result.
 template <bool Max>
-Tensor select_all(const Tensor& x, const char* op, const char* backward_name) {
+Tensor select_all(const Tensor& x, const char* op, const char* backward_name) try {
   check(x.defined(), op, "undefined input");
   check(x.numel() > 0, op, "cannot reduce an empty tensor (shape ", x.shape(),
         "): the operation has no identity; give a dim");
@@ -147,6 +154,8 @@ Tensor select_all(const Tensor& x, const char* op, const char* backward_name) {
                                  }));
                      });
   return value;
+} catch (...) {
+  detail::rethrow_out_of_memory_as(op);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "ops/exp_rows.hpp"
 #include "ops/softmax_rows.hpp"
 #include "ops/shape.hpp"
+#include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 
 namespace tg {
@@ -110,7 +111,7 @@ void softmax_backward(const T* dy, const T* y, T* dx, const AlongDim& layout) {
 }
 
 template <bool Log>
-Tensor softmax_op(const Tensor& x, int64_t dim, const char* op, const char* backward_name) {
+Tensor softmax_op(const Tensor& x, int64_t dim, const char* op, const char* backward_name) try {
   check(x.defined(), op, "undefined input");
   detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
   const AlongDim layout = detail::along_dim(x.shape(), detail::normalize_dim_0d(dim, x, op));
@@ -129,6 +130,8 @@ Tensor softmax_op(const Tensor& x, int64_t dim, const char* op, const char* back
           grads.set(0, dx);
         });
   return y;
+} catch (...) {
+  detail::rethrow_out_of_memory_as(op);
 }
 
 // x: [outer, size, inner] -> out: [outer, inner], out = m + log Σ_k exp(x_k − m). As in PyTorch,
@@ -165,7 +168,7 @@ Tensor Tensor::log_softmax(int64_t dim) const { return tg::log_softmax(*this, di
 
 // Over one dim the lines are read in place; over several, the reduced dims are first moved last by
 // a permuting copy, so that the lines are [kept..., reduced...] rows. No dims: every element.
-Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) try {
   const char* op = "logsumexp";
   check(x.defined(), op, "undefined input");
   detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
@@ -212,6 +215,8 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
                        grads.set(0, detail::map2(spread_g, weights, [](auto gv, auto w) { return gv * w; }));
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("logsumexp");
 }
 
 Tensor Tensor::logsumexp(const std::vector<int64_t>& dims, bool keepdim) const {

@@ -11,6 +11,7 @@
 #include "autograd/node.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/gelu_kernels.hpp"
+#include "out_of_memory.hpp"
 
 namespace tg {
 namespace {
@@ -31,7 +32,7 @@ constexpr double kGeluKappa = 0.044715;
 // saved input or output. float32 and float64.
 template <typename Forward, typename Derivative>
 Tensor unary_op(const Tensor& x, const char* op, const char* node_name, const Forward& forward, Saved saved,
-                const Derivative& derivative) {
+                const Derivative& derivative) try {
   check(x.defined(), op, "undefined tensor");
   detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
   Tensor out = detail::map(x, forward);
@@ -42,6 +43,8 @@ Tensor unary_op(const Tensor& x, const char* op, const char* node_name, const Fo
                        grads.set(0, detail::map2(g, grads.unpack(saved_tensor), derivative));
                      });
   return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as(op);
 }
 
 // float32 GELU: one vectorised pass each way (ops/gelu_kernels.cpp), where glibc's scalar erf and
@@ -103,7 +106,7 @@ Tensor Tensor::abs() const {
 // with β = √(2/π), κ = 0.044715. One pass forward; the backward's one pass recomputes the inner
 // terms from the saved input rather than saving them (reading x costs less than writing them).
 // float64 runs these formulas with glibc's erf and tanh; float32 runs gelu_float32 above.
-Tensor Tensor::gelu(std::string_view approximate) const {
+Tensor Tensor::gelu(std::string_view approximate) const try {
   const bool tanh_form = approximate == "tanh";
   check(tanh_form || approximate == "none", "gelu", "approximate must be \"none\" or \"tanh\", got \"", approximate,
         "\"");
@@ -143,6 +146,8 @@ Tensor Tensor::gelu(std::string_view approximate) const {
         const T pdf = pdf_scale * std::exp(x * x * T(-0.5));
         return g * (cdf + x * pdf);
       });
+} catch (...) {
+  detail::rethrow_out_of_memory_as("gelu");
 }
 
 // PyTorch's clamp: min(max(x, min), max) with the bounds rounded to the tensor's dtype, so

@@ -12,4 +12,5 @@
 #include "tapegrad/data/data_loader.hpp"
 #include "tapegrad/data/dataset.hpp"
 #include "tapegrad/data/idx.hpp"
+#include "tapegrad/data/progress_bar.hpp"  // tg::ProgressBar (namespace tg): a loop's line of progress
 #include "tapegrad/data/sampler.hpp"
