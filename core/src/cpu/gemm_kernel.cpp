@@ -14,7 +14,7 @@ namespace tg::detail {
 namespace {
 
 // Below this many multiply-adds (e.g. 16³) a product costs less than BLIS's set-up (~250 ns per
-// call, against ~15-30 ns for Eigen on a 2×6×5 product), so it always runs on Eigen.
+// call, against ~15-30 ns for Eigen on a 2×6×5 product), so it never goes to BLIS.
 constexpr int64_t kTinyProduct = int64_t{1} << 12;
 
 // The instruction set Eigen's GEMM was compiled for: the library's own flags (TG_NATIVE), not the
@@ -109,10 +109,12 @@ void check_blis_arch_type() {
 
 // Sets the context and the sizes from which it runs, for BLIS configuration `config` chosen by
 // `auto`; smaller products run on tapegrad's small-product kernel (ops/small_gemm_kernels.cpp).
-// The thresholds were measured single-threaded in float32 on a Zen 5 core (skx, against that
-// kernel at AVX-512) and on a Zen 4 core (haswell, against Eigen for AVX2):
+// The thresholds were measured single-threaded in float32 against Eigen compiled for AVX-512 on a
+// Zen 5 core (skx) and for AVX2 on a Zen 4 core (haswell); the small-product kernel is at least as
+// fast as that Eigen on the (64, 32, 64) step's products (~140 GFLOP/s against 126; BLIS's AVX2
+// "sup" kernels 48, skx 58), so they stand (not re-measured at other sizes):
 //   skx: from 2^20 multiply-adds (2^21 when op(B) = Bᵀ); below, BLIS's packing costs more than it
-//   saves (64×64×32: skx 58 GFLOP/s, BLIS's AVX2 "sup" kernels 48, the small-product kernel SMALL_RATE).
+//   saves.
 //   AVX2 configurations: from 32³ when op(B) = B, from 160³ when op(B) = Bᵀ, against a wide Eigen
 //   (TG_NATIVE); from 2^12 in the portable build.
 void set_auto_thresholds(GemmKernel& kernel, const BlisConfig& config) {

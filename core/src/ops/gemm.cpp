@@ -1,6 +1,6 @@
 // Row-major GEMM: a serial kernel (BLIS's single-threaded build, in the configuration chosen from the
-// CPU's features, for large products; Eigen for the rest) on a few large tiles of C, run in
-// parallel by oneTBB.
+// CPU's features, for large products; our per-level small-product kernel, or Eigen, for the rest) on
+// a few large tiles of C, run in parallel by oneTBB.
 #include "ops/gemm.hpp"
 
 #include <Eigen/Core>
