@@ -290,7 +290,8 @@ std::optional<int> parse_flags(int argc, char** argv, Settings& s) {
   app.add_option("--stop-after", s.stop_after,
                  "stop after this epoch as if interrupted (the schedule still spans --epochs); 0: never")
       ->check(examples::non_negative);
-  app.add_flag("--verbose", s.verbose, "also print the CPU and the GEMM kernel chosen for it");
+  app.add_flag("--verbose", s.verbose,
+               "also print the CPU and the GEMM kernel chosen for it (distributed: the time spent waiting for gradients)");
   app.add_flag("--distributed", s.distributed,
                "train data-parallel on the ranks of an MPI job (mpirun -np N); --batch is per rank");
   // Runs inside parse, so that its error is reported and exits like any other bad value.
@@ -455,6 +456,9 @@ int train(const Settings& settings, examples::Job& job) {
     epoch_metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     training_seconds += epoch_metrics.seconds;
     bar.finish({{"test_acc", epoch_metrics.test_accuracy}});  // the test loss and the lr: in metrics.csv
+    if (settings.verbose && job.distributed())
+      log << "  rank 0 waited " << job.take_synchronize_seconds() << " s of the epoch's " << epoch_metrics.seconds
+          << " s for the gradients (communication not hidden by backward, and the slowest rank)\n";
     // Distributed: every rank's dropout generator to rank 0 (a collective: every rank joins).
     if (job.distributed()) {
       const std::vector<tg::GeneratorState> states = job.gather(tg::default_generator());

@@ -11,9 +11,11 @@
 // tapegrad::distributed was built (TG_EXAMPLES_DISTRIBUTED, set by examples/CMakeLists.txt).
 #pragma once
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <type_traits>
+#include <utility>
 #include <vector>
 #include <tapegrad/tapegrad.hpp>
 
@@ -68,14 +70,19 @@ class Job {
   }
 
   void backward(const tg::Tensor& loss) {
+    loss.backward();
 #if TG_EXAMPLES_DISTRIBUTED
     if (parallel_) {
-      parallel_->backward(loss);
-      return;
+      // Timed apart from backward: the communication that backward did not hide, and the wait
+      // for the slowest rank (--verbose prints it per epoch).
+      const auto start = std::chrono::steady_clock::now();
+      parallel_->synchronize();
+      synchronize_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
 #endif
-    loss.backward();
   }
+  // Seconds spent in synchronize() since the last call, and resets the count. Alone: 0.
+  double take_synchronize_seconds() { return std::exchange(synchronize_seconds_, 0.0); }
 
   // `generator`'s state on every rank, in rank order, on every rank (an all-gather): each rank
   // draws its own dropout masks, so a checkpoint must hold every rank's generator. Alone: one state.
@@ -101,6 +108,7 @@ class Job {
   int rank_ = 0;
   int world_size_ = 1;
   bool distributed_ = false;
+  double synchronize_seconds_ = 0.0;
 #if TG_EXAMPLES_DISTRIBUTED
   std::shared_ptr<tg::dist::DataParallel> parallel_;
 #endif
