@@ -306,18 +306,23 @@ std::optional<int> parse_flags(int argc, char** argv, Settings& s) {
 
 // A checkpoint's random generators, as save and load list them. Alone: the dropout (default) and
 // the shuffle generators. Distributed: every rank's dropout generator, in rank order (the
-// DistributedSampler needs none: it reseeds from --seed + epoch); `states` holds them.
+// DistributedSampler needs none: it reseeds from --seed + epoch), held in `ranks_dropout`.
+// Neither copied nor moved: `options` points into it.
 struct RandomState {
+  RandomState(const examples::Job& job, tg::Generator& shuffle_generator) {
+    if (!job.distributed()) {
+      options.generators = {&tg::default_generator(), &shuffle_generator};
+      return;
+    }
+    ranks_dropout.resize(static_cast<size_t>(job.world_size()));
+    for (tg::Generator& generator : ranks_dropout) options.generators.push_back(&generator);
+  }
+  RandomState(const RandomState&) = delete;
+  RandomState& operator=(const RandomState&) = delete;
+
   std::vector<tg::Generator> ranks_dropout;
   tg::CheckpointOptions options;
 };
-
-RandomState random_state(const examples::Job& job, tg::Generator& shuffle_generator) {
-  if (!job.distributed()) return {{}, {.generators = {&tg::default_generator(), &shuffle_generator}}};
-  RandomState state{std::vector<tg::Generator>(static_cast<size_t>(job.world_size())), {}};
-  for (tg::Generator& generator : state.ranks_dropout) state.options.generators.push_back(&generator);
-  return state;
-}
 
 // The whole run, on this process's share of the work.
 int train(const Settings& settings, examples::Job& job) {
@@ -401,7 +406,7 @@ int train(const Settings& settings, examples::Job& job) {
   }
 
   // Everything a resumed run needs to draw what this one would have drawn next.
-  RandomState random = random_state(job, shuffle_generator);
+  RandomState random(job, shuffle_generator);
   const fs::path out(settings.out);
   if (job.leads()) fs::create_directories(out);
   const fs::path checkpoint = out / "checkpoint.safetensors";
@@ -409,19 +414,11 @@ int train(const Settings& settings, examples::Job& job) {
   int64_t first_epoch = 1;
   if (settings.resume) {
     if (!fs::exists(checkpoint)) throw std::runtime_error("--resume: there is no checkpoint at " + checkpoint.string());
-    // Distributed: a load leaves the generators alone unless the file holds as many as it lists,
-    // one per rank: a state no run can have shows that it did.
-    const tg::GeneratorState unloaded = tg::Generator(~uint64_t{0}).get_state();
-    for (tg::Generator& generator : random.ranks_dropout) generator.set_state(unloaded);
+    // Distributed: tg::load throws unless the file holds one generator per rank (a run on another
+    // number of ranks wrote it); this rank continues with its own.
     tg::load(model, optimizer, schedule, checkpoint.string(), random.options);
-    if (job.distributed()) {
-      const tg::GeneratorState mine = random.ranks_dropout[static_cast<size_t>(job.rank())].get_state();
-      if (mine == unloaded)
-        throw std::runtime_error(checkpoint.string() + " does not hold one dropout generator per rank for " +
-                                 std::to_string(job.world_size()) +
-                                 " ranks: resume with the number of ranks (and --distributed) of the run that wrote it");
-      tg::default_generator().set_state(mine);
-    }
+    if (job.distributed())
+      tg::default_generator().set_state(random.ranks_dropout[static_cast<size_t>(job.rank())].get_state());
     const int64_t steps_done = schedule.last_epoch();
     if (steps_done % steps_per_epoch != 0)
       throw std::runtime_error(checkpoint.string() + " stopped after step " + std::to_string(steps_done) +

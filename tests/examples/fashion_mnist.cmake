@@ -14,7 +14,7 @@
 #     directory holds the files and the loss fell, rank 1's was never made; a second run gives
 #     bitwise the same checkpoint and metrics.csv (but for its seconds).
 #   cmake ... -DMODE=distributed_resume -DMPIEXEC=... -P fashion_mnist.cmake
-#     the resume check above, with every run on 2 ranks.
+#     the resume check above, with every run on 2 ranks; then --resume on 1 rank must fail.
 foreach(required PROGRAM WORK_DIR ARGS MODE)
   if(NOT DEFINED ${required})
     message(FATAL_ERROR "fashion_mnist.cmake: -D${required}=... is required")
@@ -152,6 +152,15 @@ elseif(MODE STREQUAL "distributed_resume" OR MODE STREQUAL "resume")
     message(FATAL_ERROR "metrics.csv of the straight run has ${row_count} lines, expected a header and 2 epochs")
   endif()
   check_identical(${WORK_DIR}/straight ${WORK_DIR}/resumed "resumed run bitwise identical to the straight one")
+  if(MODE STREQUAL "distributed_resume")
+    # Resuming on another number of ranks: the checkpoint holds 2 dropout generators, 1 is asked for.
+    execute_process(COMMAND ${MPIEXEC} 1 ${PROGRAM} ${ARGS} --epochs 3 --resume --out ${WORK_DIR}/straight
+                    RESULT_VARIABLE exit_code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(exit_code STREQUAL "0" OR NOT "${out}${err}" MATCHES "holds the state of 2 random generator\\(s\\), but 1 were given")
+      message(FATAL_ERROR "resuming 2 ranks' checkpoint on 1 rank: expected an error naming the generators, got "
+                          "exit ${exit_code}:\n${out}${err}")
+    endif()
+  endif()
 else()
   message(FATAL_ERROR "fashion_mnist.cmake: unknown MODE '${MODE}'")
 endif()
