@@ -349,6 +349,7 @@ int train(const Settings& settings, examples::Job& job) {
 
   // Distributed: each rank evaluates every world_size-th test image (no padding, unlike the
   // DistributedSampler: the job's test figures count each image once).
+  const int64_t test_images = test.labels.size(0);
   if (job.distributed()) {
     std::vector<double> shard;
     for (int64_t i = job.rank(); i < test.labels.size(0); i += job.world_size()) shard.push_back(static_cast<double>(i));
@@ -380,8 +381,9 @@ int train(const Settings& settings, examples::Job& job) {
   // Per step: a linear warm-up from lr/100 over the warm-up epochs, then half a cosine down to 0.
   // (Without a warm-up no LinearLR is built at all: its construction would lower the lr that the
   // cosine then starts from.)
-  const int64_t steps_per_epoch = job.distributed() ? tg::data::detail::batch_count(sampler.size(), settings.batch, false)
-                                                    : train_loader.size();
+  // Distributed: the steps of a rank's share (equal on every rank), the last batch possibly short.
+  const int64_t steps_per_epoch =
+      job.distributed() ? (sampler.size() + settings.batch - 1) / settings.batch : train_loader.size();
   const int64_t warmup_steps = settings.warmup_epochs * steps_per_epoch;
   std::optional<tg::optim::LinearLR> warmup;
   if (warmup_steps > 0) warmup.emplace(optimizer, tg::optim::LinearLROptions{.start_factor = 0.01, .total_iters = warmup_steps});
@@ -395,7 +397,7 @@ int train(const Settings& settings, examples::Job& job) {
     std::printf("%s: %lld training / %lld test images (mean %.4f, std %.4f after scaling to [0, 1]; read in %.2f s), "
                 "%lld epochs of %lld batches of %lld, %d threads\n",
                 kProgram, static_cast<long long>(train.labels.size(0)),
-                static_cast<long long>(test.labels.size(0) * job.world_size()), normalisation.mean, normalisation.std,
+                static_cast<long long>(test_images), normalisation.mean, normalisation.std,
                 load_seconds, static_cast<long long>(settings.epochs), static_cast<long long>(steps_per_epoch),
                 static_cast<long long>(settings.batch), tg::get_num_threads());
     if (job.distributed())
