@@ -22,6 +22,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# python3-torch installs for Debian's own interpreter, whatever python3 comes first on PATH.
+TORCH_PYTHON = "/usr/bin/python3"
 FINAL = re.compile(r"final test accuracy ([0-9.]+)%; ([0-9.]+) s per epoch")
 
 
@@ -71,7 +73,7 @@ def main():
         for round_number in range(1, args.rounds + 1):
             for name, command in (
                     ("tapegrad", [args.program, *common, *warmup, "--out", out]),
-                    ("pytorch", [sys.executable, os.path.join(HERE, "fashion_mnist_torch.py"), *common, *warmup])):
+                    ("pytorch", [TORCH_PYTHON, os.path.join(HERE, "fashion_mnist_torch.py"), *common, *warmup])):
                 load = os.getloadavg()[0]
                 result = run(name, command, env)
                 runs.append(result)

@@ -16,6 +16,8 @@ namespace tg::detail {
 
 // The next tempered word of the twister in `state` (generator.cpp).
 uint32_t next_word(GeneratorState& state);
+// out: [n], the next n words, as n calls of next_word give them.
+void next_words(GeneratorState& state, uint32_t* out, int64_t n);
 
 // A generator (the default one when given null) held locked for the lifetime of this object:
 // every draw of one fill comes from one uninterrupted stretch of its sequence.
@@ -25,6 +27,8 @@ class LockedGenerator {
       : generator_(generator ? *generator : default_generator()), lock_(generator_.mutex_) {}
 
   uint32_t random() { return next_word(generator_.state_); }
+  // words: [n], the next n words in order.
+  void random_words(uint32_t* words, int64_t n) { next_words(generator_.state_, words, n); }
   // Two words, the first one the high half (PyTorch's random64).
   uint64_t random64() {
     const uint64_t high = random();
@@ -35,9 +39,13 @@ class LockedGenerator {
   //   x = (bits & (2^digits − 1)) · 2^−digits,  x·(to − from) + from
   template <typename T>
   T uniform(T from, T to) {
+    return uniform_of<T>(std::is_same_v<T, double> ? random64() : random(), from, to);
+  }
+  // The uniform of `bits` (random64()'s value for double, random()'s for float).
+  template <typename T>
+  static T uniform_of(uint64_t bits, T from, T to) {
     constexpr int digits = std::numeric_limits<T>::digits;
     constexpr uint64_t mask = (uint64_t{1} << digits) - 1;
-    const uint64_t bits = std::is_same_v<T, double> ? random64() : random();
     const T x = static_cast<T>(bits & mask) * (T(1) / static_cast<T>(uint64_t{1} << digits));
     return x * (to - from) + from;
   }

@@ -7,9 +7,11 @@
 // one row lie S apart. Mean reductions follow PyTorch 1.13 (aten/src/ATen/native/LossNLL.cpp).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "ops/exp_rows.hpp"
 #include "loss_reduction.hpp"
 #include "out_of_memory.hpp"
 
@@ -100,14 +102,38 @@ struct ClassRow {
   double operator[](int64_t c) const { return static_cast<double>(first[c * stride]); }
 };
 
+// Contiguous float32 rows (no spatial dims) take the per-level row kernels, whose exp vectorises
+// (core's ops/exp_rows.hpp: e^(x − shift) in double lanes within 1e-11 relative); the others
+// std::exp.
+template <typename T>
+bool on_row_kernels(const ClassRow<T>& row) {
+  return std::is_same_v<T, float> && row.stride == 1;
+}
+
 // log Σ_c exp(row[c]) with the row max subtracted first: exp never overflows and the largest term
 // is exactly 1, so large logits (1e3) stay exact.
 template <typename T>
 double log_sum_exp(const ClassRow<T>& row, int64_t C) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (on_row_kernels(row)) {
+      const tg::detail::ExpRowKernels& kernels = tg::detail::exp_row_kernels_for_cpu();
+      const double row_max = kernels.max(row.first, C);  // NaN skipped here, but it makes the sum NaN
+      return row_max + std::log(kernels.sum_exp(row.first, row_max, nullptr, C));
+    }
+  }
   double row_max = C > 0 ? row[0] : 0.0;
   for (int64_t c = 1; c < C; ++c)
     if (row[c] > row_max) row_max = row[c];  // a NaN first element stays: the result is NaN, as in PyTorch
   return row_max + std::log(lane_sum(C, [&](int64_t c) { return std::exp(row[c] - row_max); }));
+}
+
+// p: [C], p_c = exp(row[c] − lse): the row's softmax.
+template <typename T>
+void softmax_of_row(const ClassRow<T>& row, int64_t C, double lse, double* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (on_row_kernels(row)) return tg::detail::exp_row_kernels_for_cpu().exp_wide(row.first, lse, p, C);
+  }
+  for (int64_t c = 0; c < C; ++c) p[c] = std::exp(row[c] - lse);
 }
 
 // --- class-index targets: cross_entropy and nll_loss --------------------------------------------
@@ -180,6 +206,7 @@ struct ClassIndexLoss {
     const int64_t C = rows.classes;
     const double weight_total = lane_sum(C, [&](int64_t c) { return class_weight(c); });
     for_each_chunk(row_chunks(rows.rows, C), rows.rows, [&](int64_t, int64_t r0, int64_t r1) {
+      std::vector<double> p(static_cast<size_t>(normalize ? C : 0));  // the row's softmax
       for (int64_t r = r0; r < r1; ++r) {
         T* dx = dinput + rows.offset(r);
         const int64_t y = target[r];
@@ -190,10 +217,11 @@ struct ClassIndexLoss {
         const ClassRow<T> x = row(r);
         const double a = (1.0 - smoothing) * class_weight(y) * grad(r);
         const double b = smoothing > 0.0 ? smoothing / C * grad(r) : 0.0;
+        if (normalize) softmax_of_row(x, C, lse[r], p.data());
         for (int64_t c = 0; c < C; ++c) {
-          const double p = normalize ? std::exp(x[c] - lse[r]) : 0.0;
-          const double d = a * (p - (c == y ? 1.0 : 0.0));
-          dx[c * rows.inner] = static_cast<T>(smoothing > 0.0 ? d + b * (p * weight_total - class_weight(c)) : d);
+          const double p_c = normalize ? p[c] : 0.0;
+          const double d = a * (p_c - (c == y ? 1.0 : 0.0));
+          dx[c * rows.inner] = static_cast<T>(smoothing > 0.0 ? d + b * (p_c * weight_total - class_weight(c)) : d);
         }
       }
     });
@@ -289,15 +317,16 @@ struct ClassProbabilityLoss {
   void backward(const double* lse, const Upstream& grad, T* dinput, T* dtarget) const {
     const int64_t C = rows.classes;
     for_each_chunk(row_chunks(rows.rows, C), rows.rows, [&](int64_t, int64_t r0, int64_t r1) {
+      std::vector<double> p(static_cast<size_t>(dinput ? C : 0));  // the row's softmax
       for (int64_t r = r0; r < r1; ++r) {
         const ClassRow<T> x = row(r);
         const int64_t offset = rows.offset(r);
         const double g = grad(r);
         if (dinput) {
           const double target_mass = lane_sum(C, [&](int64_t c) { return weighted_target(r, c); });
+          softmax_of_row(x, C, lse[r], p.data());
           for (int64_t c = 0; c < C; ++c)
-            dinput[offset + c * rows.inner] =
-                static_cast<T>(g * (std::exp(x[c] - lse[r]) * target_mass - weighted_target(r, c)));
+            dinput[offset + c * rows.inner] = static_cast<T>(g * (p[c] * target_mass - weighted_target(r, c)));
         }
         if (dtarget)
           for (int64_t c = 0; c < C; ++c)

@@ -8,15 +8,22 @@
 // saves only the 1-byte keep mask, and the backward multiplies by the same noise again.
 #include "tapegrad/nn/dropout.hpp"
 
+#include <algorithm>
+#include <array>
+
 #include "autograd/node.hpp"
 #include "ops/broadcast.hpp"
 #include "out_of_memory.hpp"
+#include "parallel_for.hpp"
 #include "random_draws.hpp"
 #include "tapegrad/nn/functional.hpp"
 
 namespace tg::nn {
 
 namespace {
+
+// Elements whose draws are taken in one bulk call: 16 KiB of words, in L1.
+constexpr int64_t kDrawBlock = 2048;
 
 void check_probability(double p, const char* op) {
   check(p >= 0.0 && p <= 1.0, op, "dropout probability has to be between 0 and 1, but got ", p);
@@ -53,12 +60,25 @@ Tensor functional::dropout(const Tensor& x, double p, bool training, Generator* 
     const T* in = x.data<T>();
     bool* keep_mask = keep.mutable_data<bool>();
     T* result = out.mutable_data<T>();
-    // Sequential: each element's draw is the next word pair of one generator stream.
-    tg::detail::LockedGenerator draws(generator);
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      keep_mask[i] = draws.uniform<double>(0.0, 1.0) < keep_probability;
-      result[i] = in[i] * (keep_mask[i] ? kept : T(0));
+    const int64_t n = x.numel();
+    {
+      // Sequential: each element's draw is the next word pair of one generator stream, taken a
+      // block of words at a time (the bulk draw is ~3x cheaper than one call per word).
+      tg::detail::LockedGenerator draws(generator);
+      std::array<uint32_t, 2 * kDrawBlock> words;
+      for (int64_t i0 = 0; i0 < n; i0 += kDrawBlock) {
+        const int64_t count = std::min(kDrawBlock, n - i0);
+        draws.random_words(words.data(), 2 * count);
+        for (int64_t k = 0; k < count; ++k) {
+          const uint64_t bits = (uint64_t{words[2 * k]} << 32) | words[2 * k + 1];  // random64()
+          keep_mask[i0 + k] = tg::detail::LockedGenerator::uniform_of<double>(bits, 0.0, 1.0) < keep_probability;
+        }
+      }
     }
+    // The masks known, the products are independent: in parallel.
+    tg::detail::parallel_for(n, tg::detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) result[i] = in[i] * (keep_mask[i] ? kept : T(0));
+    });
   });
   if (autograd::needs_grad(x))
     autograd::record(out, "DropoutBackward", {x},

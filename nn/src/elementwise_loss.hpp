@@ -1,5 +1,5 @@
-// The one forward and backward behind every elementwise loss (mse, l1, smooth_l1, huber, the two
-// binary cross-entropies): a loss is a Rule giving, for element i, its loss term and the term's
+// The one forward and backward behind the elementwise losses with weights (the two binary
+// cross-entropies; the losses of a difference have their own kernels, difference_loss_kernels.hpp): a loss is a Rule giving, for element i, its loss term and the term's
 // slopes with respect to input[i] and target[i]. Private to nn.
 #pragma once
 

@@ -43,15 +43,24 @@ inline Tensor unpack_if_saved(const autograd::GradInputs& grads, const std::opti
 // slots: [count, width], one row of partial sums per chunk -> the column sums, chunks added in order.
 std::vector<double> sum_slots(const std::vector<double>& slots, int64_t count, int64_t width);
 
-// Σ term(i) over [0, n) in double, in chunks fixed by n: bitwise the same at any thread count.
-template <typename Term>
-double ordered_sum(int64_t n, const Term& term) {
+// The sum over [0, n) of chunk_sum(i0, i1), the sums of chunks fixed by n, added in chunk order:
+// bitwise the same at any thread count.
+template <typename ChunkSum>
+double ordered_chunk_sum(int64_t n, const ChunkSum& chunk_sum) {
   const RowChunks chunks = row_chunks(n, 1);
   std::vector<double> partial(static_cast<size_t>(chunks.count), 0.0);
   for_each_chunk(chunks, n, [&](int64_t chunk, int64_t i0, int64_t i1) {
-    partial[static_cast<size_t>(chunk)] = tg::detail::lane_sum(i1 - i0, [&](int64_t i) { return term(i0 + i); });
+    partial[static_cast<size_t>(chunk)] = chunk_sum(i0, i1);
   });
   return sum_slots(partial, chunks.count, 1)[0];
+}
+
+// Σ term(i) over [0, n) in double, each chunk in lane_sum's order.
+template <typename Term>
+double ordered_sum(int64_t n, const Term& term) {
+  return ordered_chunk_sum(n, [&](int64_t i0, int64_t i1) {
+    return tg::detail::lane_sum(i1 - i0, [&](int64_t i) { return term(i0 + i); });
+  });
 }
 
 // out: [n] of T, out[i] = value(i), in parallel.

@@ -1,95 +1,99 @@
 // mse_loss, l1_loss, smooth_l1_loss, huber_loss: losses of the elementwise difference
-// d = input − target, each a shape of the loss (its value at d and its slope) run through the
-// shared elementwise forward and backward (elementwise_loss.hpp).
-#include <cmath>
-
-#include "elementwise_loss.hpp"
+// d = input − target, each a shape of the loss (its value at d and its slope,
+// difference_loss_kernels.hpp) run through one forward and one backward here, on the per-level
+// kernels of difference_loss_kernels.cpp.
+#include "difference_loss_kernels.hpp"
+#include "loss_reduction.hpp"
 #include "out_of_memory.hpp"
 
 namespace tg::nn {
 
 namespace {
 
-// Torch's sign: 0 at 0.
-double sign(double d) { return static_cast<double>((d > 0.0) - (d < 0.0)); }
+using detail::DifferenceShape;
 
-struct SquaredError {
-  double value(double d) const { return d * d; }
-  double slope(double d) const { return 2.0 * d; }
-};
+// The terms shape(input − target), reduced as `reduction` asks (loss_reduction.hpp's reduce_terms,
+// a chunk at a time on the kernels).
+template <typename T>
+Tensor reduce_differences(const Tensor& input, const Tensor& target, Reduction reduction, DifferenceShape shape) {
+  const auto& kernels = detail::difference_loss_kernels_for_cpu().of<T>();
+  const T* input_data = input.data<T>();
+  const T* target_data = target.data<T>();
+  const int64_t n = input.numel();
+  if (reduction == Reduction::None) {
+    Tensor out = make_tensor(input.shape(), input.dtype());
+    T* values = out.mutable_data<T>();
+    tg::detail::parallel_for(n, tg::detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      kernels.values(shape, input_data + begin, target_data + begin, values + begin, end - begin);
+    });
+    return out;
+  }
+  const double sum = detail::ordered_chunk_sum(
+      n, [&](int64_t i0, int64_t i1) { return kernels.sum(shape, input_data + i0, target_data + i0, i1 - i0); });
+  return scalar_tensor(reduction == Reduction::Sum ? sum : sum / static_cast<double>(n), input.dtype());
+}
 
-struct AbsoluteError {
-  double value(double d) const { return std::fabs(d); }
-  double slope(double d) const { return sign(d); }
-};
-
-// Quadratic inside |d| < beta, scaled so that the two pieces meet with slope ±1; beta = 0 is |d|.
-struct SmoothL1 {
-  double beta;
-  double value(double d) const { return std::fabs(d) < beta ? 0.5 * d * d / beta : std::fabs(d) - 0.5 * beta; }
-  // ±1 from |d| = beta on (so −1 at d = 0 when beta = 0), as PyTorch's kernel
-  double slope(double d) const { return d <= -beta ? -1.0 : d >= beta ? 1.0 : d / beta; }
-};
-
-// Quadratic inside |d| < delta, linear with slope ±delta outside.
-struct Huber {
-  double delta;
-  double value(double d) const { return std::fabs(d) < delta ? 0.5 * d * d : delta * (std::fabs(d) - 0.5 * delta); }
-  double slope(double d) const { return d <= -delta ? -delta : d >= delta ? delta : d; }
-};
-
-// The elementwise rule of a difference loss: shape(d) with d = input − target, so
-// d/dinput = slope(d) and d/dtarget = −slope(d), taken as slope(target − input) like PyTorch
-// (the two differ only at d = 0 for smooth_l1 with beta = 0, where both slopes are −1).
-template <typename Shape>
-struct DifferenceOf {
-  template <typename T>
-  struct Rule {
-    detail::ElementOperands<T> in;
-    Shape shape;
-    double input(int64_t i) const { return static_cast<double>(in.input[i]); }
-    double target(int64_t i) const { return static_cast<double>(in.target[i]); }
-    double value(int64_t i) const { return shape.value(input(i) - target(i)); }
-    double dinput(int64_t i) const { return shape.slope(input(i) - target(i)); }
-    double dtarget(int64_t i) const { return shape.slope(target(i) - input(i)); }
-  };
-};
-
-template <typename Shape>
 Tensor difference_loss(const char* op, const char* node, const Tensor& input, const Tensor& target,
-                       Reduction reduction, const Shape& shape) {
+                       Reduction reduction, DifferenceShape shape) {
   detail::check_floating(op, "input", input);
   check(target.defined(), op, "undefined target");
   detail::check_same_dtype(op, "target", input, target);
   detail::check_same_shape(op, input, target);
-  return detail::elementwise_loss<DifferenceOf<Shape>::template Rule>(op, node, {input, target, {}, {}}, reduction,
-                                                                      shape);
+  Tensor out = tg::detail::dispatch_floating(
+      op, input.dtype(), [&]<typename T>() { return reduce_differences<T>(input, target, reduction, shape); });
+  if (autograd::needs_grad(input, target))
+    autograd::record(out, node, {input, target},
+                     [node, saved_input = autograd::SavedTensor(input), saved_target = autograd::SavedTensor(target),
+                      reduction, shape](const Tensor& grad_output, autograd::GradInputs& grads) {
+                       const Tensor input = grads.unpack(saved_input), target = grads.unpack(saved_target);
+                       const int64_t n = input.numel();
+                       Tensor dinput = grads.needed(0) ? make_tensor(input.shape(), input.dtype()) : Tensor();
+                       Tensor dtarget = grads.needed(1) ? make_tensor(input.shape(), input.dtype()) : Tensor();
+                       tg::detail::dispatch_floating(node, input.dtype(), [&]<typename T>() {
+                         // d loss / d input[i] = upstream(i) · slope(d_i), and the same for target
+                         const detail::Upstream<T> up =
+                             detail::upstream<T>(grad_output, reduction, 1.0 / static_cast<double>(n));
+                         const auto output = [](Tensor& t) { return t.defined() ? t.mutable_data<T>() : nullptr; };
+                         T* di = output(dinput);
+                         T* dt = output(dtarget);
+                         const T *input_data = input.data<T>(), *target_data = target.data<T>();
+                         const auto& kernels = detail::difference_loss_kernels_for_cpu().of<T>();
+                         tg::detail::parallel_for(n, tg::detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+                           const auto at = [&](T* p) { return p ? p + begin : nullptr; };
+                           kernels.backward(shape, input_data + begin, target_data + begin, up.per_term ? up.per_term + begin : nullptr,
+                                            up.scalar, at(di), at(dt), end - begin);
+                         });
+                       });
+                       if (dinput.defined()) grads.set(0, dinput);
+                       if (dtarget.defined()) grads.set(1, dtarget);
+                     });
+  return out;
 }
 
 }  // namespace
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) try {
-  return difference_loss("mse_loss", "MseLossBackward", input, target, reduction, SquaredError{});
+  return difference_loss("mse_loss", "MseLossBackward", input, target, reduction, {DifferenceShape::squared});
 } catch (...) {
   tg::detail::rethrow_out_of_memory_as("mse_loss");
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) try {
-  return difference_loss("l1_loss", "L1LossBackward", input, target, reduction, AbsoluteError{});
+  return difference_loss("l1_loss", "L1LossBackward", input, target, reduction, {DifferenceShape::absolute});
 } catch (...) {
   tg::detail::rethrow_out_of_memory_as("l1_loss");
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) try {
   check(beta >= 0.0, "smooth_l1_loss", "beta must be non-negative, got ", beta);
-  return difference_loss("smooth_l1_loss", "SmoothL1LossBackward", input, target, reduction, SmoothL1{beta});
+  return difference_loss("smooth_l1_loss", "SmoothL1LossBackward", input, target, reduction, {DifferenceShape::smooth_l1, beta});
 } catch (...) {
   tg::detail::rethrow_out_of_memory_as("smooth_l1_loss");
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) try {
   check(delta > 0.0, "huber_loss", "delta must be positive, got ", delta);
-  return difference_loss("huber_loss", "HuberLossBackward", input, target, reduction, Huber{delta});
+  return difference_loss("huber_loss", "HuberLossBackward", input, target, reduction, {DifferenceShape::huber, delta});
 } catch (...) {
   tg::detail::rethrow_out_of_memory_as("huber_loss");
 }

@@ -99,3 +99,19 @@ TEST_CASE("dropout refuses bad arguments", "[dropout][errors]") {
   // Empty tensors pass through.
   CHECK(F::dropout(tg::ones({0, 3}), 0.5).shape() == Shape{0, 3});
 }
+
+TEST_CASE("dropout's bulk draws equal bernoulli_'s one-at-a-time draws across blocks and twists", "[dropout]") {
+  // 5000 elements: 10000 words, several of the 2048-element draw blocks and of the twister's
+  // 624-word regenerations; then the generator must stand where bernoulli_ leaves it.
+  const double p = GENERATE(0.1, 0.5, 0.9);
+  const int64_t n = 5000;
+  tg::manual_seed(99);
+  const Tensor keep = tg::empty({n}, tg::kFloat64).bernoulli_(1.0 - p);
+  const Tensor next_after_bernoulli = tg::rand({4}, tg::kFloat64);
+  tg::manual_seed(99);
+  const Tensor y = F::dropout(tg::ones({n}, tg::kFloat64), p);
+  const Tensor next_after_dropout = tg::rand({4}, tg::kFloat64);
+  const std::vector<double> kept = keep.to_vector<double>(), values = y.to_vector<double>();
+  for (int64_t i = 0; i < n; ++i) REQUIRE((values[i] != 0.0) == (kept[i] == 1.0));
+  TG_REQUIRE_CLOSE(next_after_dropout, next_after_bernoulli, 0.0);
+}

@@ -38,12 +38,20 @@ std::string concat(const Parts&... parts) {
   return out.str();
 }
 
+// Throws tg::Error("<op>: <message pieces>"). Out of line and cold, so that a passing check
+// inlines to one test and branch (checks sit in every accessor; a small training step runs
+// thousands of them).
+template <typename... Parts>
+[[noreturn, gnu::cold, gnu::noinline]] void fail(const char* op, const Parts&... parts) {
+  throw Error(concat(op, ": ", parts...));
+}
+
 }  // namespace detail
 
 // Throws tg::Error("<op>: <message pieces>") when `condition` is false.
 template <typename... Parts>
 void check(bool condition, const char* op, const Parts&... parts) {
-  if (!condition) throw Error(detail::concat(op, ": ", parts...));
+  if (!condition) [[unlikely]] detail::fail(op, parts...);
 }
 
 }  // namespace tg

@@ -14,7 +14,7 @@ namespace tg::detail {
 namespace {
 
 // Below this many multiply-adds (e.g. 16³) a product costs less than BLIS's set-up (~250 ns per
-// call, against ~15-30 ns for Eigen on a 2×6×5 product), so it always runs on Eigen.
+// call, against ~15-30 ns for Eigen on a 2×6×5 product), so it never goes to BLIS.
 constexpr int64_t kTinyProduct = int64_t{1} << 12;
 
 // The instruction set Eigen's GEMM was compiled for: the library's own flags (TG_NATIVE), not the
@@ -107,16 +107,19 @@ void check_blis_arch_type() {
   }
 }
 
-// Sets the contexts and the sizes at which each runs, for BLIS configuration `config` chosen by
-// `auto`. The thresholds were measured single-threaded in float32 against Eigen compiled for
-// AVX-512 on a Zen 5 core (skx) and against Eigen for AVX2 on a Zen 4 core (haswell):
-//   skx: Eigen wins up to ~96³ (64×64×32: Eigen 126 GFLOP/s, skx 58; 128³: 146 and 162 for NN/TN,
-//   but 146 and 143 for NT; 192³ NT: 154 and 174).
-//   AVX2 configurations: from 32³ when op(B) = B, from 160³ when op(B) = Bᵀ.
-// With an SSE2 Eigen (a portable build), BLIS's AVX2 "sup" kernels take the small products
-// instead (64×32×64: 100 GFLOP/s, against 40 for that Eigen).
-void set_auto_thresholds(GemmKernel& kernel, const BlisConfig& config, const CpuFeatures& features) {
+// Sets the context and the sizes from which it runs, for BLIS configuration `config` chosen by
+// `auto`; smaller products run on tapegrad's small-product kernel (ops/small_gemm_kernels.cpp).
+// The thresholds were measured single-threaded in float32 against Eigen compiled for AVX-512 on a
+// Zen 5 core (skx) and for AVX2 on a Zen 4 core (haswell); the small-product kernel is at least as
+// fast as that Eigen on the (64, 32, 64) step's products (~140 GFLOP/s against 126; BLIS's AVX2
+// "sup" kernels 48, skx 58), so they stand (not re-measured at other sizes):
+//   skx: from 2^20 multiply-adds (2^21 when op(B) = Bᵀ); below, BLIS's packing costs more than it
+//   saves.
+//   AVX2 configurations: from 32³ when op(B) = B, from 160³ when op(B) = Bᵀ, against a wide Eigen
+//   (TG_NATIVE); from 2^12 in the portable build.
+void set_auto_thresholds(GemmKernel& kernel, const BlisConfig& config) {
   kernel.packed = bli_gks_lookup_nat_cntx(config.id);
+  kernel.small_on_vector_kernel = true;
   if (config.isa == Isa::Avx512) {
     kernel.packed_from = int64_t{1} << 20;
     kernel.packed_from_trans_b = int64_t{1} << 21;
@@ -126,14 +129,10 @@ void set_auto_thresholds(GemmKernel& kernel, const BlisConfig& config, const Cpu
   } else {
     kernel.packed_from = kernel.packed_from_trans_b = kTinyProduct;
   }
-  if (!kEigenIsWide && config.isa == Isa::Avx512 && cpu_runs(Isa::Avx2, features) && registered(BLIS_ARCH_HASWELL)) {
-    kernel.small = bli_gks_lookup_nat_cntx(BLIS_ARCH_HASWELL);
-    kernel.small_from = kTinyProduct;
-  }
 }
 
 std::string small_products(const GemmKernel& kernel) {
-  if (kernel.small) return concat(", BLIS 'haswell' from 2^12 (its small-matrix kernels; Eigen is ", kEigenIsa, ")");
+  if (kernel.small_on_vector_kernel) return ", tapegrad's small-product kernel (per vector level) below";
   return concat(", ", eigen_name(), " below");
 }
 
@@ -172,7 +171,7 @@ GemmKernel choose_auto() {
                  isa_name(chosen->isa), ")");
   }
   kernel.name = concat("blis-", chosen->name);
-  set_auto_thresholds(kernel, *chosen, f);
+  set_auto_thresholds(kernel, *chosen);
   kernel.reason = concat(why, " from 2^", std::countr_zero(static_cast<uint64_t>(kernel.packed_from)),
                          " multiply-adds", small_products(kernel));
   return kernel;
@@ -197,7 +196,8 @@ GemmKernel choose_kernel() {
     GemmKernel kernel{.name = value, .reason = concat("TG_GEMM_KERNEL=", value, " (", isa_name(config.isa), ")")};
     kernel.packed = bli_gks_lookup_nat_cntx(config.id);
     kernel.packed_from = kernel.packed_from_trans_b = kTinyProduct;
-    kernel.reason += concat(" from 2^12 multiply-adds, ", eigen_name(), " below");
+    kernel.small_on_vector_kernel = true;
+    kernel.reason += concat(" from 2^12 multiply-adds", small_products(kernel));
     return kernel;
   }
 #else

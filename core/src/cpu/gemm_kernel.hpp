@@ -21,15 +21,15 @@ struct GemmKernel {
   std::string reason;  // why this one, e.g. "BLIS detected 'generic' for AuthenticAMD family 26; ..."
 #ifdef TG_HAVE_BLIS
   // A product of M·N·K multiply-adds runs on `packed` (BLIS's packed kernels) from packed_from
-  // (packed_from_trans_b when op(B) = Bᵀ, whose packing costs more), else on `small` (an AVX2
-  // context, whose small-matrix "sup" kernels skip packing) from small_from, else on Eigen.
-  // A null context is never used.
+  // (packed_from_trans_b when op(B) = Bᵀ, whose packing costs more), else on the small-product
+  // kernel below. A null context is never used.
   cntx_t* packed = nullptr;
-  cntx_t* small = nullptr;
 #endif
   int64_t packed_from = 0;
   int64_t packed_from_trans_b = 0;
-  int64_t small_from = 0;
+  // The products BLIS does not take run on tapegrad's own kernel, compiled per vector level
+  // (ops/small_gemm_kernels.cpp), when set, else on Eigen (compiled with the library's flags).
+  bool small_on_vector_kernel = false;
 };
 
 // Chosen on first use (thread-safe), then constant for the process. Throws tg::Error when

@@ -5,7 +5,10 @@
 // one mutex costs nothing measurable.
 #include "memory/block_cache.hpp"
 
+#include <sys/mman.h>
+
 #include <bit>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -32,6 +35,23 @@ namespace {
 constexpr std::align_val_t kBlockAlignment{64};
 constexpr size_t kMaxIdleBytes = size_t{1} << 30;  // tapegrad/memory.hpp documents this limit
 constexpr int kStepsPerDoubling = 8;
+
+// Asks the kernel to back the 2 MiB-aligned interior of a new block with transparent huge pages,
+// as it does only on request in its default "madvise" mode (Debian's). Why: a large tensor is
+// written once right after allocation, and each 4 KiB page of it faults in separately; a data set
+// of 188 MB took ~46,000 faults (~0.7 s) per copy on a Zen 5 VM. Advice only: where it is refused
+// or unsupported, nothing changes. Blocks are never returned to the kernel while cached, so a huge
+// page split by a later partial unmap does not happen.
+void advise_huge_pages(void* data, size_t bytes) {
+#if defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(kHugePage - 1);
+  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)data, (void)bytes;
+#endif
+}
 
 // The smallest class >= nbytes: a multiple of 1/8 of the power of two just below nbytes.
 size_t size_class(size_t nbytes) {
@@ -65,6 +85,7 @@ class BlockCache {
       // on a size beyond its limit instead of throwing.
       if (data == nullptr) throw std::bad_alloc();
     }
+    advise_huge_pages(data, capacity);
     return {data, capacity};
   }
 

@@ -5,7 +5,7 @@
 //   "none": c(x) = Φ(x) = ½ erfc(−x/√2),                       c'(x) = φ(x) = e^(−x²/2) / √(2π)
 //   "tanh": c(x) = ½ (1 + tanh u) = σ(2u), u = β (x + κ x³),   c'(x) = 2 σ(2u) σ(−2u) β (1 + 3κ x²)
 // and gelu'(x) = c(x) + x c'(x). glibc's scalar erf and tanh do not vectorise, so c is built here
-// from a polynomial and an exp made of exponent bits, in double lanes: each float is widened, c is
+// from a polynomial and an exp made of exponent bits (simd_exp.hpp), in double lanes: each float is widened, c is
 // computed with a relative error below 2e-9, and y or dx is rounded to float once. Measured over 23.7
 // million float32 (every 97th in [−20, 20], every 4099th bit pattern of the whole range, subnormals
 // included) against the exact functions in long double (std::erfc, std::exp; tests/core/gelu_test.cpp):
@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "parallel_for.hpp"
+#include "simd_exp.hpp"
 #include "simd_lanes.hpp"
 
 // The kernels' lambdas return SIMD vectors (see simd_lanes.hpp on -Wpsabi).
@@ -35,67 +36,6 @@
 namespace tg::detail::TG_ISA {
 
 namespace {
-
-// D is double (the tail of a row) or a vector of doubles (VectorLane::Wide); LanesOf<Int, D> is
-// the integer type Int in the same shape, for the exponent bits. Int64<D> for masks and sign bits;
-// UInt64<D> for the exponent arithmetic, which must wrap instead of overflowing (UB) in the lanes
-// that the final select discards (below the underflow bound, ±∞, NaN).
-template <typename Int, typename D>
-struct LanesOf {
-  using type = Int;
-};
-template <typename Int, typename D>
-  requires(sizeof(D) > sizeof(double))
-struct LanesOf<Int, D> {
-  typedef Int type __attribute__((vector_size(sizeof(D))));
-};
-template <typename D>
-using Int64 = typename LanesOf<int64_t, D>::type;
-template <typename D>
-using UInt64 = typename LanesOf<uint64_t, D>::type;
-
-// condition ? if_true : if_false, lane by lane. On vectors wider than the level's registers, GCC
-// splits `?:` into 128-bit blends lane pair by lane pair; the same select as bit operations stays
-// at full width.
-template <typename D, typename Mask>
-D select(Mask condition, D if_true, D if_false) {
-  if constexpr (std::is_same_v<D, double>) {
-    return condition ? if_true : if_false;
-  } else {
-    const Int64<D> mask = condition;  // all ones where true
-    return std::bit_cast<D>((mask & std::bit_cast<Int64<D>>(if_true)) | (~mask & std::bit_cast<Int64<D>>(if_false)));
-  }
-}
-
-// |v|, with the sign bit cleared (−0 → +0, NaN stays NaN).
-template <typename D>
-D absolute(D v) {
-  if constexpr (std::is_same_v<D, double>) return std::bit_cast<double>(std::bit_cast<int64_t>(v) & INT64_MAX);
-  else return std::bit_cast<D>(std::bit_cast<Int64<D>>(v) & INT64_MAX);
-}
-
-// e^v for v ≤ 1 (the only arguments here). v = k ln2 + r with k an integer and |r| ≤ ln2/2;
-// e^r by its Taylor polynomial to r⁹/9! (truncation below 1e-11 relative), times 2^k built in the
-// exponent bits. Below −708, where 2^k would leave the normal range, the result is 0 (exactly 0
-// at −∞, as a product with ±∞ needs for PyTorch's NaN at ±∞ in backward); NaN stays NaN.
-template <typename D>
-D exp_nonpositive(D v) {
-  constexpr double kRoundToInteger = 0x1.8p52;  // adding it rounds any |w| < 2^51 to an integer
-  constexpr double kLog2e = std::numbers::log2e;
-  // ln 2 = kLn2High + kLn2Low, with kLn2High's low 21 bits zero: k · kLn2High is exact for |k| < 2^21.
-  constexpr double kLn2High = 0x1.62e42fee00000p-1, kLn2Low = 0x1.a39ef35793c76p-33;
-  constexpr double kUnderflow = -708.0;
-  const D shifted = v * kLog2e + kRoundToInteger;  // k in the low mantissa bits
-  const D k = shifted - kRoundToInteger;
-  const D r = (v - k * kLn2High) - k * kLn2Low;
-  constexpr std::array<double, 10> kInverseFactorials{1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120,
-                                                      1.0 / 24,     1.0 / 6,     1.0 / 2,    1.0,       1.0};
-  D power_series = D{} + kInverseFactorials[0];
-  for (size_t i = 1; i < kInverseFactorials.size(); ++i) power_series = power_series * r + kInverseFactorials[i];
-  const UInt64<D> k_bits = std::bit_cast<UInt64<D>>(shifted) - std::bit_cast<uint64_t>(kRoundToInteger);
-  const D two_to_k = std::bit_cast<D>((k_bits + 1023) << 52);
-  return select(v < kUnderflow, D{}, power_series * two_to_k);
-}
 
 // erfc(z) for z ≥ 0 (and +∞), given e^(−z²): erfc(z) = t · G(s) · e^(−z²) with t = 1/(1 + z/2) and
 // s = 2t − 1 ∈ (−1, 1] (the variable of Numerical Recipes' erfcc), and our own G = e^(z²) erfc(z) / t,
@@ -172,27 +112,6 @@ struct TanhGelu {
     return s.of_2u + x * (2.0 * s.of_2u * s.of_minus_2u) * (kBeta * (1.0 + 3.0 * kKappa * s.x_squared));
   }
 };
-
-// A lane's doubles rounded to its floats.
-template <typename Lane, typename D>
-auto to_float(D v) {
-  if constexpr (std::is_same_v<D, double>) return static_cast<float>(v);
-  else return __builtin_convertvector(v, typename Lane::Vec);
-}
-
-// f(v) for a lane's doubles, in halves of at most 64 bytes (8 doubles): a full lane of 16 floats
-// widens to 128 bytes, which no level's registers hold; the halves keep GCC from spilling and from
-// splitting its integer and select operations element by element. Lane by lane the same arithmetic.
-template <typename D, typename F>
-D in_register_halves(D v, const F& f) {
-  if constexpr (sizeof(D) <= 64) {
-    return f(v);
-  } else {
-    const auto low = f(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7));
-    const auto high = f(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
-    return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  }
-}
 
 // x: [n] -> y: [n], y = x · c(x).
 template <typename Form>

@@ -1,6 +1,6 @@
 // Row-major GEMM: a serial kernel (BLIS's single-threaded build, in the configuration chosen from the
-// CPU's features, for large products; Eigen for the rest) on a few large tiles of C, run in
-// parallel by oneTBB.
+// CPU's features, for large products; our per-level small-product kernel, or Eigen, for the rest) on
+// a few large tiles of C, run in parallel by oneTBB.
 #include "ops/gemm.hpp"
 
 #include <Eigen/Core>
@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "cpu/gemm_kernel.hpp"
+#include "ops/small_gemm_kernels.hpp"
 #include "parallel_for.hpp"
 
 namespace tg::detail {
@@ -30,14 +31,12 @@ constexpr int64_t kMinTileSize = 256;
 // C[M, N] (+)= op(A)·op(B) on one thread, on the kernel that `kernel` gives this product's size.
 // lda/ldb/ldc are the row strides of the stored matrices.
 template <typename T>
-void serial_gemm([[maybe_unused]] const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
+void serial_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
                  int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
 #ifdef TG_HAVE_BLIS
   const int64_t work = M * N * K;
-  cntx_t* context = kernel.packed && work >= (trans_b ? kernel.packed_from_trans_b : kernel.packed_from) ? kernel.packed
-                    : kernel.small && work >= kernel.small_from                                          ? kernel.small
-                                                                                                         : nullptr;
-  if (context) {
+  if (kernel.packed && work >= (trans_b ? kernel.packed_from_trans_b : kernel.packed_from)) {
+    cntx_t* context = kernel.packed;
     // The context is the configuration chosen from the CPU's features (cpu/gemm_kernel.cpp), not
     // the one BLIS's own detection would give. BLIS addresses element (i, j) as i·rs + j·cs, so a
     // row-major matrix is (rs, cs) = (ld, 1).
@@ -59,6 +58,10 @@ void serial_gemm([[maybe_unused]] const GemmKernel& kernel, bool trans_a, bool t
     return;
   }
 #endif
+  if (kernel.small_on_vector_kernel) {
+    small_gemm_kernels_for_cpu().of<T>().gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    return;
+  }
   using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Stride = Eigen::OuterStride<>;
   Eigen::Map<Matrix, 0, Stride> c(C, M, N, Stride(ldc));

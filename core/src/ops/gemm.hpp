@@ -1,4 +1,4 @@
-// Row-major GEMM: a serial kernel (BLIS for large products, Eigen for the rest) on a few large tiles of the
+// Row-major GEMM: a serial kernel (BLIS for large products, a per-level kernel or Eigen for the rest) on a few large tiles of the
 // result, in parallel with oneTBB.
 #pragma once
 

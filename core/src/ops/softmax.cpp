@@ -13,6 +13,8 @@
 #include "dispatch.hpp"
 #include "ops/along_dim.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/exp_rows.hpp"
+#include "ops/softmax_rows.hpp"
 #include "ops/shape.hpp"
 #include "out_of_memory.hpp"
 #include "parallel_for.hpp"
@@ -47,6 +49,11 @@ T line_max(const T* x, int64_t n, Stride stride) {
   return best;
 }
 
+// Whether a line is float32 and contiguous: such lines run on the per-level row kernels
+// (ops/exp_rows.hpp), whose exp vectorises; the others on std::exp.
+template <typename T, typename Stride>
+constexpr bool kFloatRow = std::is_same_v<T, float> && std::is_same_v<Stride, std::integral_constant<int64_t, 1>>;
+
 // x, y: [outer, size, inner]. Per line, with m = max_k x_k and s = Σ_k exp(x_k − m):
 //   softmax:      y_k = exp(x_k − m) / s   (the exps are stored on the way to s, then scaled)
 //   log_softmax:  y_k = x_k − m − log s
@@ -56,6 +63,20 @@ void softmax_forward(const T* x, T* y, const AlongDim& layout) {
   for_each_line(layout, [&](int64_t, int64_t start, auto stride) {
     const T* in = x + start;
     T* out = y + start;
+    if constexpr (kFloatRow<T, decltype(stride)>) {
+      // the same steps, with e_k = exp(x_k − m) in double lanes, rounded to float once
+      const detail::ExpRowKernels& kernels = detail::exp_row_kernels_for_cpu();
+      const float shift = kernels.max(in, n);
+      const double sum = kernels.sum_exp(in, shift, Log ? nullptr : out, n);
+      if constexpr (Log) {
+        const float log_sum = static_cast<float>(std::log(sum));
+        for (int64_t k = 0; k < n; ++k) out[k] = in[k] - shift - log_sum;
+      } else {
+        const float inverse = static_cast<float>(1.0 / sum);
+        for (int64_t k = 0; k < n; ++k) out[k] *= inverse;
+      }
+      return;
+    }
     const T shift = line_max(in, n, stride);
     if constexpr (Log) {
       const double sum =
@@ -74,25 +95,18 @@ void softmax_forward(const T* x, T* y, const AlongDim& layout) {
   });
 }
 
-// dy, y, dx: [outer, size, inner]; only the saved output is needed:
-//   softmax:      dx_k = y_k (dy_k − Σ_j dy_j y_j)
-//   log_softmax:  dx_k = dy_k − exp(y_k) Σ_j dy_j
+// dy, y, dx: [outer, size, inner]; per line, ops/softmax_rows.hpp. Contiguous float32 lines run
+// the same formulas compiled for the vector level (exp_rows.cpp).
 template <bool Log, typename T>
 void softmax_backward(const T* dy, const T* y, T* dx, const AlongDim& layout) {
   const int64_t n = layout.size;
   for_each_line(layout, [&](int64_t, int64_t start, auto stride) {
-    const T* grad = dy + start;
-    const T* out = y + start;
-    T* result = dx + start;
-    if constexpr (Log) {
-      const T grad_sum =
-          static_cast<T>(detail::lane_sum(n, [&](int64_t k) { return static_cast<double>(grad[k * stride]); }));
-      for (int64_t k = 0; k < n; ++k) result[k * stride] = grad[k * stride] - std::exp(out[k * stride]) * grad_sum;
-    } else {
-      const T dot = static_cast<T>(detail::lane_sum(
-          n, [&](int64_t k) { return static_cast<double>(grad[k * stride]) * static_cast<double>(out[k * stride]); }));
-      for (int64_t k = 0; k < n; ++k) result[k * stride] = out[k * stride] * (grad[k * stride] - dot);
-    }
+    if constexpr (kFloatRow<T, decltype(stride)>)
+      detail::exp_row_kernels_for_cpu().softmax_backward(dy + start, y + start, dx + start, n, Log);
+    else
+      detail::softmax_backward_line<Log>(dy + start, y + start, dx + start, n, stride, [&](const T* in, T* out) {
+        for (int64_t k = 0; k < n; ++k) out[k * stride] = std::exp(in[k * stride]);
+      });
   });
 }
 
@@ -128,6 +142,13 @@ void logsumexp_forward(const T* x, T* out, const AlongDim& layout) {
   const int64_t n = layout.size;
   for_each_line(layout, [&](int64_t line, int64_t start, auto stride) {
     const T* in = x + start;
+    if constexpr (kFloatRow<T, decltype(stride)>) {
+      const detail::ExpRowKernels& kernels = detail::exp_row_kernels_for_cpu();
+      float shift = kernels.max(in, n);
+      if (std::isinf(shift)) shift = 0;
+      out[line] = shift + static_cast<float>(std::log(kernels.sum_exp(in, shift, nullptr, n)));
+      return;
+    }
     T shift = line_max(in, n, stride);
     if (std::isinf(shift)) shift = 0;
     const double sum =

@@ -1,0 +1,28 @@
+// The float32 row kernels of the softmax family and cross-entropy (their max, exp and sum passes),
+// compiled once per vector level (exp_rows.cpp, cpu/vector_isa.hpp); ops/softmax.cpp and nn's
+// cross_entropy.cpp call the chosen level's on contiguous float32 rows. Private to the library.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/vector_isa.hpp"
+
+namespace tg::detail {
+
+struct ExpRowKernels {
+  // x: [n] -> max_k x_k, NaN skipped as std::max(best, x_k) skips it; −inf for n = 0.
+  float (*max)(const float* x, int64_t n);
+  // x: [n], shift with x_k − shift ≤ 0 (or NaN) -> Σ_k e_k in double, the terms added as
+  // lane_sum (deterministic_sum.hpp) adds them, where e_k = exp(x_k − shift) in double
+  // (simd_exp.hpp: within 1e-11 relative of e^(x_k − shift); 0 below −708) and, unless `out` is
+  // null, out[k] = e_k rounded to float: [n].
+  double (*sum_exp)(const float* x, double shift, float* out, int64_t n);
+  // x: [n] -> out: [n], out[k] = e_k (sum_exp's) in double.
+  void (*exp_wide)(const float* x, double shift, double* out, int64_t n);
+  // dy, y: [n] -> dx: [n], softmax's backward (log_softmax's when `log`), ops/softmax_rows.hpp.
+  void (*softmax_backward)(const float* dy, const float* y, float* dx, int64_t n, bool log);
+};
+
+TG_DECLARE_ISA_KERNELS(ExpRowKernels, exp_row_kernels)
+
+}  // namespace tg::detail

@@ -1,0 +1,24 @@
+// The GEMM kernel of small products (below BLIS's break-even), compiled once per vector level
+// (small_gemm_kernels.cpp, cpu/vector_isa.hpp); ops/gemm.cpp calls the chosen level's. Private to
+// core.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/vector_isa.hpp"
+
+namespace tg::detail {
+
+template <typename T>
+struct SmallGemmKernels {
+  // C[M, N] (+)= op(A)[M, K] · op(B)[K, N] on the calling thread, with ops/gemm.hpp's conventions
+  // (row-major; lda, ldb, ldc the stored matrices' row strides). Each C[i, j] is the sum over k in
+  // order 0..K−1, each product and sum rounded on its own (no FMA), then added to C when
+  // accumulating: the same bits at every level, and those of the plain triple loop.
+  void (*gemm)(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+               int64_t ldb, T* C, int64_t ldc, bool accumulate);
+};
+
+TG_DECLARE_ISA_KERNELS(DtypeKernels<SmallGemmKernels>, small_gemm_kernels)
+
+}  // namespace tg::detail

@@ -1,0 +1,50 @@
+// cross_entropy's float32 rows on core's per-level row kernels (nn/src/cross_entropy.cpp,
+// core/src/ops/exp_rows.cpp): bitwise the same at every vector level and thread count, and within
+// float rounding of the float64 path.
+#include <tbb/task_arena.h>
+
+#include <vector>
+
+#include "nn_test_util.hpp"
+#include "support/vector_isa_levels.hpp"
+
+using tg::Tensor;
+using namespace tg::nn_test;
+
+TEST_CASE("float32 cross_entropy is bitwise the same at every vector level and thread count",
+          "[loss][cross_entropy][vector_isa]") {
+  // Class-index targets with smoothing and weights, and probability targets; rows of tails only,
+  // of blocks plus tails, and enough rows for several tasks.
+  const bool probabilities = GENERATE(false, true);
+  const auto [N, C] = GENERATE(std::array<int64_t, 2>{3, 5}, std::array<int64_t, 2>{17, 45},
+                               std::array<int64_t, 2>{4096, 128});
+  CAPTURE(probabilities, N, C);
+  tg::manual_seed(23);
+  const Tensor logits = tg::randn({N, C}) * 3.0f;
+  const Tensor target = probabilities ? tg::randn({N, C}).softmax(1) : tg::randint(0, C, {N});
+  const tg::nn::CrossEntropyOptions options{.weight = tg::rand({C}) + 0.5f, .label_smoothing = 0.1};
+  const auto run = [&](tg::DType dtype) {
+    Tensor x = leaf(logits.to(dtype));
+    const Tensor w = options.weight.to(dtype);
+    const Tensor t = probabilities ? target.to(dtype) : target;
+    const Tensor loss = tg::nn::cross_entropy(x, t, {.weight = w, .label_smoothing = options.label_smoothing});
+    loss.backward();
+    return std::vector<Tensor>{loss.detach(), x.grad()};
+  };
+  const auto reference = run(tg::kFloat32);
+  const auto as_bytes = [](const std::vector<Tensor>& tensors) {
+    return std::vector{bytes(tensors[0]), bytes(tensors[1])};
+  };
+  for (const auto& [level, result] : tg::testing::at_every_supported_level([&] { return as_bytes(run(tg::kFloat32)); })) {
+    CAPTURE(level);
+    REQUIRE(result == as_bytes(reference));
+  }
+  for (int threads : {1, 3}) {
+    CAPTURE(threads);
+    std::vector<std::vector<unsigned char>> result;
+    tbb::task_arena(threads).execute([&] { result = as_bytes(run(tg::kFloat32)); });
+    REQUIRE(result == as_bytes(reference));
+  }
+  const auto exact = run(tg::kFloat64);
+  for (size_t k = 0; k < 2; ++k) CHECK(relative_error(reference[k].to(tg::kFloat64), exact[k]) <= 1e-6);
+}
