@@ -23,7 +23,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fashion_mnist import run  # noqa: E402  (runs a command, times it, reads its "final test accuracy" line)
+from fashion_mnist import TORCH_PYTHON, run  # noqa: E402  (times a command, reads its "final test accuracy")
 
 RANKS = 2
 
@@ -54,7 +54,7 @@ def main():
         configurations = (
             ("tapegrad 2x1", [*mpirun, args.program, "--distributed", "--threads", "1", "--batch", str(args.batch),
                               *common, "--out", out + "/dist"]),
-            ("pytorch 2x1", [sys.executable, os.path.join(HERE, "fashion_mnist_ddp_torch.py"), "--np", str(RANKS),
+            ("pytorch 2x1", [TORCH_PYTHON, os.path.join(HERE, "fashion_mnist_ddp_torch.py"), "--np", str(RANKS),
                              "--threads", "1", "--batch", str(args.batch), *common]),
             ("tapegrad 1x2", [args.program, "--threads", str(RANKS), "--batch", str(RANKS * args.batch), *common,
                               "--out", out + "/single"]))
