@@ -8,13 +8,23 @@
 //   ./build/examples/fashion_mnist --limit 2000 --epochs 1 --warmup-epochs 0   # a quick look (CI runs this)
 //   ./build/examples/fashion_mnist --resume                 # continue from fashion_mnist_out/checkpoint.safetensors
 //   ./build/examples/fashion_mnist --help                   # every flag with its default
+//   mpirun -np 2 ./build/examples/fashion_mnist --distributed --threads 1   # data-parallel, 2 ranks
 //
 // Each epoch ends with an evaluation on the 10,000 test images, a row in <out>/metrics.csv and a
 // checkpoint (<out>/checkpoint.safetensors) holding the model, AdamW's moments, the schedule and
 // both random generators (shuffling and dropout), so that --resume continues bitwise identically
 // to a run that never stopped. At the end <out>/metrics.png plots the curves when gnuplot is on PATH.
 //
-// Exit status: 0 after training, 2 on a bad flag, missing data or any other error.
+// --distributed (under mpirun, when tapegrad::distributed was built): every rank trains the same
+// model (tg::dist::DataParallel) on its DistributedSampler share of the images, reshuffled each
+// epoch from --seed + epoch. As in PyTorch's DDP, --batch is per rank: a step of N ranks sees
+// N × --batch images, and an epoch has 1/N as many steps. Each rank evaluates every N-th test
+// image; the logged loss and accuracy are sums over all ranks. Rank 0 alone prints, writes the
+// files and the checkpoint, which holds every rank's dropout generator (they differ: rank r
+// seeds its own with --seed + r); --resume loads it on every rank, with the same number of ranks.
+//
+// Exit status: 0 after training, 2 on a bad flag, missing data or any other error (under
+// --distributed, an error on one rank aborts the whole MPI job instead, so that no rank hangs).
 #include <unistd.h>
 
 #include <chrono>
@@ -29,6 +39,7 @@
 #include <vector>
 #include <tapegrad/tapegrad.hpp>
 
+#include "fashion_mnist_job.hpp"
 #include "flags.hpp"
 
 namespace {
@@ -58,6 +69,7 @@ struct Settings {
   bool resume = false;
   int64_t stop_after = 0;  // 0: run all epochs
   bool verbose = false;
+  bool distributed = false;
 };
 
 // Images and their classes: images float32 [N, 28, 28], labels int64 [N].
@@ -114,9 +126,13 @@ int64_t count_correct(const tg::Tensor& logits, const tg::Tensor& classes) {
   return static_cast<int64_t>((logits.argmax(1) == classes).to(tg::kFloat64).sum().item());
 }
 
-Epoch train_one_epoch(tg::nn::Module& model, const Loader& loader, tg::optim::Optimizer& optimizer,
+// One pass over `loader`, this process's share of the images; the returned figures are the job's
+// (summed over the ranks). The bar counts the whole job's images and shows this rank's running
+// loss and accuracy until the job's figures are known at the end.
+template <typename L>
+Epoch train_one_epoch(tg::nn::Module& model, const L& loader, tg::optim::Optimizer& optimizer,
                       tg::optim::EpochLRScheduler& schedule, const tg::nn::CrossEntropyOptions& criterion,
-                      tg::ProgressBar& bar) {
+                      tg::ProgressBar& bar, examples::Job& job) {
   model.train();
   double loss_sum = 0.0;
   int64_t correct = 0, seen = 0;
@@ -124,24 +140,26 @@ Epoch train_one_epoch(tg::nn::Module& model, const Loader& loader, tg::optim::Op
     optimizer.zero_grad();
     const tg::Tensor logits = model(batch.data);
     tg::Tensor loss = tg::nn::cross_entropy(logits, batch.target, criterion);
-    loss.backward();
+    job.backward(loss);  // distributed: the gradients averaged over the ranks
     optimizer.step();
     schedule.step();  // the schedule runs per step: warm-up and cosine over all steps of the run
     const int64_t size = batch.target.size(0);
     loss_sum += loss.item() * static_cast<double>(size);
     correct += count_correct(logits, batch.target);
     seen += size;
-    bar.update(seen, {{"loss", loss_sum / static_cast<double>(seen)},
-                      {"acc", static_cast<double>(correct) / static_cast<double>(seen)}});
+    bar.update(seen * job.world_size(), {{"loss", loss_sum / static_cast<double>(seen)},
+                                         {"acc", static_cast<double>(correct) / static_cast<double>(seen)}});
   }
-  return {.train_loss = loss_sum / static_cast<double>(seen),
-          .train_accuracy = static_cast<double>(correct) / static_cast<double>(seen),
-          .lr = optimizer.lr()};
+  const std::vector<double> sums = job.sum({loss_sum, static_cast<double>(correct), static_cast<double>(seen)});
+  const Epoch epoch{.train_loss = sums[0] / sums[2], .train_accuracy = sums[1] / sums[2], .lr = optimizer.lr()};
+  bar.update(static_cast<int64_t>(sums[2]), {{"loss", epoch.train_loss}, {"acc", epoch.train_accuracy}});
+  return epoch;
 }
 
-// Loss and accuracy on `loader`'s images, without recording a tape, dropout off.
+// Loss and accuracy on `loader`'s images (summed over the ranks' shares), without recording a
+// tape, dropout off.
 std::pair<double, double> evaluate(tg::nn::Module& model, const Loader& loader,
-                                   const tg::nn::CrossEntropyOptions& criterion) {
+                                   const tg::nn::CrossEntropyOptions& criterion, const examples::Job& job) {
   tg::NoGradGuard no_grad;
   model.eval();
   double loss_sum = 0.0;
@@ -154,7 +172,8 @@ std::pair<double, double> evaluate(tg::nn::Module& model, const Loader& loader,
     seen += size;
   }
   model.train();
-  return {loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen)};
+  const std::vector<double> sums = job.sum({loss_sum, static_cast<double>(correct), static_cast<double>(seen)});
+  return {sums[0] / sums[2], sums[1] / sums[2]};
 }
 
 // metrics.csv: a header and one row per finished epoch, rewritten whole after each epoch, so that
@@ -271,7 +290,10 @@ std::optional<int> parse_flags(int argc, char** argv, Settings& s) {
   app.add_option("--stop-after", s.stop_after,
                  "stop after this epoch as if interrupted (the schedule still spans --epochs); 0: never")
       ->check(examples::non_negative);
-  app.add_flag("--verbose", s.verbose, "also print the CPU and the GEMM kernel chosen for it");
+  app.add_flag("--verbose", s.verbose,
+               "also print the CPU and the GEMM kernel chosen for it (distributed: the time spent waiting for gradients)");
+  app.add_flag("--distributed", s.distributed,
+               "train data-parallel on the ranks of an MPI job (mpirun -np N); --batch is per rank");
   // Runs inside parse, so that its error is reported and exits like any other bad value.
   app.callback([&s] {
     if (s.warmup_epochs >= s.epochs)
@@ -281,14 +303,35 @@ std::optional<int> parse_flags(int argc, char** argv, Settings& s) {
   return examples::parse(app, argc, argv);
 }
 
-}  // namespace
 
-int main(int argc, char** argv) try {
-  Settings settings;
-  if (const std::optional<int> status = parse_flags(argc, argv, settings)) return *status;
+// A checkpoint's random generators, as save and load list them. Alone: the dropout (default) and
+// the shuffle generators. Distributed: every rank's dropout generator, in rank order (the
+// DistributedSampler needs none: it reseeds from --seed + epoch), held in `ranks_dropout`.
+// Neither copied nor moved: `options` points into it.
+struct RandomState {
+  RandomState(const examples::Job& job, tg::Generator& shuffle_generator) {
+    if (!job.distributed()) {
+      options.generators = {&tg::default_generator(), &shuffle_generator};
+      return;
+    }
+    ranks_dropout.resize(static_cast<size_t>(job.world_size()));
+    for (tg::Generator& generator : ranks_dropout) options.generators.push_back(&generator);
+  }
+  RandomState(const RandomState&) = delete;
+  RandomState& operator=(const RandomState&) = delete;
+
+  std::vector<tg::Generator> ranks_dropout;
+  tg::CheckpointOptions options;
+};
+
+// The whole run, on this process's share of the work.
+int train(const Settings& settings, examples::Job& job) {
   const auto run_start = std::chrono::steady_clock::now();
   if (settings.threads > 0) tg::set_num_threads(settings.threads);
-  if (settings.verbose) std::cout << "cpu: " << tg::to_string(tg::cpu_info()) << "\n";
+  // Ranks other than 0 print nothing: their bars and messages go to a stream with no buffer.
+  std::ostream silent(nullptr);
+  std::ostream& log = job.leads() ? std::cout : silent;
+  if (settings.verbose) log << "cpu: " << tg::to_string(tg::cpu_info()) << "\n";
 
   // Data, normalised once up front.
   Split train = read_split(settings.data, "train");
@@ -304,24 +347,43 @@ int main(int argc, char** argv) try {
   test.images = normalise(std::move(test.images), normalisation);
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
 
+  // Distributed: each rank evaluates every world_size-th test image (no padding, unlike the
+  // DistributedSampler: the job's test figures count each image once).
+  const int64_t test_images = test.labels.size(0);
+  if (job.distributed()) {
+    std::vector<double> shard;
+    for (int64_t i = job.rank(); i < test.labels.size(0); i += job.world_size()) shard.push_back(static_cast<double>(i));
+    const tg::Tensor rows = tg::tensor(shard, {static_cast<int64_t>(shard.size())}, tg::kInt64);
+    test = {test.images.index_select(0, rows), test.labels.index_select(0, rows)};
+  }
+
   // Random streams, as a PyTorch script would have them: torch.manual_seed(seed) for the
   // initialisation and dropout, a generator of its own for the shuffle. The test loader draws one
   // number per epoch (as PyTorch's iterator does), from a generator nothing else uses.
-  tg::manual_seed(settings.seed);
+  // Distributed: rank r seeds seed + r, so that the ranks drop different units (the initialisation
+  // is rank 0's on every rank: DataParallel broadcasts it); the shuffle is the sampler's.
+  tg::manual_seed(settings.seed + static_cast<uint64_t>(job.rank()));
   tg::Generator shuffle_generator(settings.seed);
   tg::Generator test_generator(settings.seed);
-  Loader train_loader(tg::data::TensorDataset(train.images, train.labels),
-                      {.batch_size = settings.batch, .shuffle = true, .generator = &shuffle_generator});
+  const tg::data::TensorDataset train_set(train.images, train.labels);
+  Loader train_loader(train_set, {.batch_size = settings.batch, .shuffle = true, .generator = &shuffle_generator});
   Loader test_loader(tg::data::TensorDataset(test.images, test.labels),
                      {.batch_size = kTestBatch, .generator = &test_generator});
+  // Distributed: this rank's share of the training images, PyTorch's DistributedSampler's.
+  const auto shared_train_set = std::make_shared<const tg::data::TensorDataset>(train_set);
+  tg::data::DistributedSampler sampler(train.labels.size(0), {.num_replicas = job.world_size(), .rank = job.rank(),
+                                                              .shuffle = true, .seed = settings.seed});
 
   tg::nn::Sequential model(tg::nn::Flatten(), tg::nn::Linear(kPixels, 512), tg::nn::LayerNorm({512}),
                            tg::nn::GELU(), tg::nn::Dropout(settings.dropout), tg::nn::Linear(512, kClasses));
+  job.replicate(model);
   tg::optim::AdamW optimizer(model.parameters(), {.lr = settings.lr, .weight_decay = settings.weight_decay});
   // Per step: a linear warm-up from lr/100 over the warm-up epochs, then half a cosine down to 0.
   // (Without a warm-up no LinearLR is built at all: its construction would lower the lr that the
   // cosine then starts from.)
-  const int64_t steps_per_epoch = train_loader.size();
+  // Distributed: the steps of a rank's share (equal on every rank), the last batch possibly short.
+  const int64_t steps_per_epoch =
+      job.distributed() ? (sampler.size() + settings.batch - 1) / settings.batch : train_loader.size();
   const int64_t warmup_steps = settings.warmup_epochs * steps_per_epoch;
   std::optional<tg::optim::LinearLR> warmup;
   if (warmup_steps > 0) warmup.emplace(optimizer, tg::optim::LinearLROptions{.start_factor = 0.01, .total_iters = warmup_steps});
@@ -331,31 +393,42 @@ int main(int argc, char** argv) try {
                                    warmup ? std::vector<int64_t>{warmup_steps} : std::vector<int64_t>{});
   const tg::nn::CrossEntropyOptions criterion{.label_smoothing = settings.label_smoothing};
 
-  std::printf("%s: %lld training / %lld test images (mean %.4f, std %.4f after scaling to [0, 1]; read in %.2f s), "
-              "%lld epochs of %lld batches of %lld, %d threads\n",
-              kProgram, static_cast<long long>(train.labels.size(0)), static_cast<long long>(test.labels.size(0)),
-              normalisation.mean, normalisation.std, load_seconds, static_cast<long long>(settings.epochs),
-              static_cast<long long>(steps_per_epoch), static_cast<long long>(settings.batch), tg::get_num_threads());
-  std::fflush(stdout);
+  if (job.leads()) {
+    std::printf("%s: %lld training / %lld test images (mean %.4f, std %.4f after scaling to [0, 1]; read in %.2f s), "
+                "%lld epochs of %lld batches of %lld, %d threads\n",
+                kProgram, static_cast<long long>(train.labels.size(0)),
+                static_cast<long long>(test_images), normalisation.mean, normalisation.std,
+                load_seconds, static_cast<long long>(settings.epochs), static_cast<long long>(steps_per_epoch),
+                static_cast<long long>(settings.batch), tg::get_num_threads());
+    if (job.distributed())
+      std::printf("distributed: %d ranks, each %lld training images per epoch in batches of %lld (%lld per step in all)\n",
+                  job.world_size(), static_cast<long long>(sampler.size()), static_cast<long long>(settings.batch),
+                  static_cast<long long>(settings.batch * job.world_size()));
+    std::fflush(stdout);
+  }
 
   // Everything a resumed run needs to draw what this one would have drawn next.
-  const tg::CheckpointOptions random_state{.generators = {&tg::default_generator(), &shuffle_generator}};
+  RandomState random(job, shuffle_generator);
   const fs::path out(settings.out);
-  fs::create_directories(out);
+  if (job.leads()) fs::create_directories(out);
   const fs::path checkpoint = out / "checkpoint.safetensors";
   MetricsCsv metrics(out / "metrics.csv");
   int64_t first_epoch = 1;
   if (settings.resume) {
     if (!fs::exists(checkpoint)) throw std::runtime_error("--resume: there is no checkpoint at " + checkpoint.string());
-    tg::load(model, optimizer, schedule, checkpoint.string(), random_state);
+    // Distributed: tg::load throws unless the file holds one generator per rank (a run on another
+    // number of ranks wrote it); this rank continues with its own.
+    tg::load(model, optimizer, schedule, checkpoint.string(), random.options);
+    if (job.distributed())
+      tg::default_generator().set_state(random.ranks_dropout[static_cast<size_t>(job.rank())].get_state());
     const int64_t steps_done = schedule.last_epoch();
     if (steps_done % steps_per_epoch != 0)
       throw std::runtime_error(checkpoint.string() + " stopped after step " + std::to_string(steps_done) +
                                ", not at the end of an epoch of " + std::to_string(steps_per_epoch) +
                                " steps: resume with the --batch and --limit of the run that wrote it");
     first_epoch = steps_done / steps_per_epoch + 1;
-    metrics.keep_previous(first_epoch - 1);
-    std::cout << "resumed from " << checkpoint.string() << " after epoch " << first_epoch - 1 << "\n";
+    if (job.leads()) metrics.keep_previous(first_epoch - 1);
+    log << "resumed from " << checkpoint.string() << " after epoch " << first_epoch - 1 << "\n";
   }
   const int64_t last_epoch = settings.stop_after > 0 ? std::min(settings.stop_after, settings.epochs) : settings.epochs;
 
@@ -365,16 +438,37 @@ int main(int argc, char** argv) try {
     const auto start = std::chrono::steady_clock::now();
     // On a terminal a bar redrawn in place; elsewhere (a pipe, CI's log) one line per epoch:
     //   epoch 3/10 60000/60000  loss 0.7688  acc 0.8853  test_acc 0.8739  17631 samples/s  in 3.5s
-    tg::ProgressBar bar(train.labels.size(0), "epoch " + std::to_string(epoch) + "/" + std::to_string(settings.epochs),
-                        std::cout, {.unit = "samples"});
-    epoch_metrics = train_one_epoch(model, train_loader, optimizer, schedule, criterion, bar);
-    std::tie(epoch_metrics.test_loss, epoch_metrics.test_accuracy) = evaluate(model, test_loader, criterion);
+    const int64_t job_images = job.distributed() ? sampler.size() * job.world_size() : train.labels.size(0);
+    tg::ProgressBar bar(job_images, "epoch " + std::to_string(epoch) + "/" + std::to_string(settings.epochs), log,
+                        {.unit = "samples"});
+    if (job.distributed()) {
+      sampler.set_epoch(epoch - 1);  // a new shuffle each epoch, the same on every rank
+      // No generator: as PyTorch's DataLoader(sampler=...), each epoch draws its one number from
+      // the default generator.
+      const tg::data::DataLoader share(tg::data::Subset(shared_train_set, sampler.indices()),
+                                       {.batch_size = settings.batch});
+      epoch_metrics = train_one_epoch(model, share, optimizer, schedule, criterion, bar, job);
+    } else {
+      epoch_metrics = train_one_epoch(model, train_loader, optimizer, schedule, criterion, bar, job);
+    }
+    std::tie(epoch_metrics.test_loss, epoch_metrics.test_accuracy) = evaluate(model, test_loader, criterion, job);
     epoch_metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     training_seconds += epoch_metrics.seconds;
     bar.finish({{"test_acc", epoch_metrics.test_accuracy}});  // the test loss and the lr: in metrics.csv
-    metrics.add(epoch, epoch_metrics);
-    tg::save(model, optimizer, schedule, checkpoint.string(), random_state);
+    if (settings.verbose && job.distributed())
+      log << "  rank 0 waited " << job.take_synchronize_seconds() << " s of the epoch's " << epoch_metrics.seconds
+          << " s for the gradients (communication not hidden by backward, and the slowest rank)\n";
+    // Distributed: every rank's dropout generator to rank 0 (a collective: every rank joins).
+    if (job.distributed()) {
+      const std::vector<tg::GeneratorState> states = job.gather(tg::default_generator());
+      for (size_t r = 0; r < states.size(); ++r) random.ranks_dropout[r].set_state(states[r]);
+    }
+    if (job.leads()) {
+      metrics.add(epoch, epoch_metrics);
+      tg::save(model, optimizer, schedule, checkpoint.string(), random.options);
+    }
   }
+  if (!job.leads()) return 0;
 
   const int64_t epochs_run = last_epoch - first_epoch + 1;
   if (epochs_run > 0)
@@ -386,7 +480,31 @@ int main(int argc, char** argv) try {
   std::cout << "wrote " << metrics.path().string() << " and " << checkpoint.string() << "\n";
   plot(metrics.path(), out / "metrics.png");
   return 0;
-} catch (const std::exception& error) {
-  std::cerr << kProgram << ": " << error.what() << "\n";
-  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings settings;
+  if (const std::optional<int> status = parse_flags(argc, argv, settings)) return *status;
+  if (settings.distributed) {
+#if TG_EXAMPLES_DISTRIBUTED
+    // An error on a rank escapes main: the Context then aborts the whole job (MPI_Abort) rather
+    // than leave the other ranks waiting in a collective.
+    const tg::dist::Context context = tg::dist::init(argc, argv);
+    examples::Job job = examples::Job::join_mpi();
+    return train(settings, job);
+#else
+    std::cerr << kProgram << ": --distributed: this fashion_mnist was built without MPI "
+                             "(tapegrad::distributed needs libopenmpi-dev and openmpi-bin at configure time)\n";
+    return 2;
+#endif
+  }
+  try {
+    examples::Job alone;
+    return train(settings, alone);
+  } catch (const std::exception& error) {
+    std::cerr << kProgram << ": " << error.what() << "\n";
+    return 2;
+  }
 }
