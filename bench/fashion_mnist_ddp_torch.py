@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fashion_mnist_torch import read_split  # noqa: E402  (the same reader, beside this file)
+from fashion_mnist_torch import load_standardised, make_model, make_optimizer  # noqa: E402  (beside this file)
 
 
 def summed(values):
@@ -42,13 +42,7 @@ def train(rank, args, port, run_start):
     torch.set_num_threads(args.threads)
     log = (lambda *a, **k: print(*a, **k, flush=True)) if rank == 0 else (lambda *a, **k: None)
 
-    train_images, train_labels = read_split(args.data, "train")
-    test_images, test_labels = read_split(args.data, "t10k")
-    if args.limit > 0:
-        train_images, train_labels = train_images[:args.limit], train_labels[:args.limit]
-    mean, std = train_images.mean().item() / 255, train_images.std().item() / 255
-    train_images = (train_images - 255 * mean) / (255 * std)
-    test_images = (test_images - 255 * mean) / (255 * std)
+    train_images, train_labels, test_images, test_labels, _ = load_standardised(args)
     test_images, test_labels = test_images[rank::args.np], test_labels[rank::args.np]  # every N-th, no padding
     load_seconds = time.perf_counter() - run_start
 
@@ -59,18 +53,9 @@ def train(rank, args, port, run_start):
     test_loader = DataLoader(TensorDataset(test_images, test_labels), batch_size=1000,
                              generator=torch.Generator().manual_seed(args.seed))
 
-    model = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 512), nn.LayerNorm(512), nn.GELU(),
-                          nn.Dropout(args.dropout), nn.Linear(512, 10))
-    ddp = DistributedDataParallel(model)
-    optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    ddp = DistributedDataParallel(make_model(args))
     steps_per_epoch = len(train_loader)
-    warmup_steps = args.warmup_epochs * steps_per_epoch
-    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, (args.epochs - args.warmup_epochs) * steps_per_epoch)
-    if warmup_steps > 0:
-        warmup = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.01, total_iters=warmup_steps)
-        schedule = torch.optim.lr_scheduler.SequentialLR(optimizer, [warmup, cosine], milestones=[warmup_steps])
-    else:
-        schedule = cosine
+    optimizer, schedule = make_optimizer(ddp, args, steps_per_epoch)
     criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
     log(f"fashion_mnist DDP (PyTorch {torch.__version__}, gloo): {len(train_labels)} training images (read in "
         f"{load_seconds:.2f} s), {args.epochs} epochs of {steps_per_epoch} batches of {args.batch} on each of "

@@ -44,6 +44,36 @@ def read_split(directory, prefix):
     return images, labels
 
 
+
+def load_standardised(args):
+    """The training (first --limit) and test images, scaled to [0, 1] and standardised with the
+    training images' mean and std, once up front; returns them, their labels and (mean, std)."""
+    train_images, train_labels = read_split(args.data, "train")
+    test_images, test_labels = read_split(args.data, "t10k")
+    if args.limit > 0:
+        train_images, train_labels = train_images[:args.limit], train_labels[:args.limit]
+    mean, std = train_images.mean().item() / 255, train_images.std().item() / 255
+    train_images = (train_images - 255 * mean) / (255 * std)
+    test_images = (test_images - 255 * mean) / (255 * std)
+    return train_images, train_labels, test_images, test_labels, (mean, std)
+
+
+def make_model(args):
+    return nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 512), nn.LayerNorm(512), nn.GELU(),
+                         nn.Dropout(args.dropout), nn.Linear(512, 10))
+
+
+def make_optimizer(model, args, steps_per_epoch):
+    """AdamW and its per-step schedule: --warmup-epochs of linear warm-up from lr/100, then cosine."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    warmup_steps = args.warmup_epochs * steps_per_epoch
+    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, (args.epochs - args.warmup_epochs) * steps_per_epoch)
+    if warmup_steps == 0:
+        return optimizer, cosine
+    warmup = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.01, total_iters=warmup_steps)
+    return optimizer, torch.optim.lr_scheduler.SequentialLR(optimizer, [warmup, cosine], milestones=[warmup_steps])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
@@ -63,14 +93,7 @@ def main():
     torch.set_num_threads(args.threads)
     run_start = time.perf_counter()
 
-    # Scaled to [0, 1] and standardised with the training images' mean and std, once up front.
-    train_images, train_labels = read_split(args.data, "train")
-    test_images, test_labels = read_split(args.data, "t10k")
-    if args.limit > 0:
-        train_images, train_labels = train_images[:args.limit], train_labels[:args.limit]
-    mean, std = train_images.mean().item() / 255, train_images.std().item() / 255
-    train_images = (train_images - 255 * mean) / (255 * std)
-    test_images = (test_images - 255 * mean) / (255 * std)
+    train_images, train_labels, test_images, test_labels, (mean, std) = load_standardised(args)
     load_seconds = time.perf_counter() - run_start
 
     torch.manual_seed(args.seed)
@@ -80,17 +103,9 @@ def main():
                               generator=shuffle_generator)
     test_loader = DataLoader(TensorDataset(test_images, test_labels), batch_size=1000, generator=test_generator)
 
-    model = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 512), nn.LayerNorm(512), nn.GELU(),
-                          nn.Dropout(args.dropout), nn.Linear(512, 10))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    model = make_model(args)
     steps_per_epoch = len(train_loader)
-    warmup_steps = args.warmup_epochs * steps_per_epoch
-    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, (args.epochs - args.warmup_epochs) * steps_per_epoch)
-    if warmup_steps > 0:
-        warmup = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.01, total_iters=warmup_steps)
-        schedule = torch.optim.lr_scheduler.SequentialLR(optimizer, [warmup, cosine], milestones=[warmup_steps])
-    else:
-        schedule = cosine
+    optimizer, schedule = make_optimizer(model, args, steps_per_epoch)
     criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
     print(f"fashion_mnist (PyTorch {torch.__version__}): {len(train_labels)} training / {len(test_labels)} test "
           f"images (mean {mean:.4f}, std {std:.4f}; read in {load_seconds:.2f} s), {args.epochs} epochs of "
