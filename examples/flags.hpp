@@ -2,7 +2,7 @@
 // wrong flag or value is reported with exit status 2, a usage error's status for getopt and
 // argparse (CLI11's own codes, 105 to 114, would tell a script nothing it recognises).
 //
-//   CLI::App app("train_mlp: an MLP learns three interleaved spirals");
+//   CLI::App app("train_mlp: an MLP learns three interleaved spirals", "train_mlp");
 //   int64_t steps = 15000;
 //   app.add_option("--steps", steps, "optimizer steps")->check(examples::positive);
 //   if (const std::optional<int> status = examples::parse(app, argc, argv)) return *status;

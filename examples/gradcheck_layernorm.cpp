@@ -34,7 +34,7 @@ std::string error_text(const tg::GradcheckResult& result, size_t input) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  CLI::App app("gradcheck_layernorm: LayerNorm's backward against finite differences, in float64");
+  CLI::App app("gradcheck_layernorm: LayerNorm's backward against finite differences, in float64", "gradcheck_layernorm");
   int64_t draws = 1, seed = 0, threads = 0;
   double eps = 1e-6;
   app.add_option("--steps", draws, "random draws of x, gamma and beta per case")->check(examples::positive);

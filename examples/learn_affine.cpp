@@ -34,7 +34,7 @@ double max_abs_difference(const tg::Tensor& a, const tg::Tensor& b) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  CLI::App app("learn_affine: a student LayerNorm learns a teacher's hidden gamma and beta");
+  CLI::App app("learn_affine: a student LayerNorm learns a teacher's hidden gamma and beta", "learn_affine");
   int64_t steps = 300, seed = 0, threads = 0, batch = 32, seq = 8, embed = 16, samples = 1024;
   double lr = 1.0, tolerance = 1e-3;
   app.add_option("--steps", steps, "optimizer steps (mini-batches)")->check(examples::positive);

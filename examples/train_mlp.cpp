@@ -52,7 +52,7 @@ double accuracy(tg::nn::Module& model, const tg::data::TensorDataset& data) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  CLI::App app("train_mlp: an MLP learns to tell three interleaved 2-D spirals apart");
+  CLI::App app("train_mlp: an MLP learns to tell three interleaved 2-D spirals apart", "train_mlp");
   int64_t steps = 15000, seed = 0, threads = 0, hidden = 128, batch_size = 64, points_per_class = 1000;
   double lr = 0.1, noise = 0.2, target_accuracy = 0.95;
   std::string csv_path, save_path;
