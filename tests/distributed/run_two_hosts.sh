@@ -3,10 +3,10 @@
 # over Open MPI's TCP transport only (no shared memory between them). Runs the distributed suite
 # there. Exits 77 (ctest: skipped) with the reason when namespaces cannot be made (not root, no
 # CAP_SYS_ADMIN, no `ip`).
-#   run_two_hosts.sh <mpirun> <tg_distributed_tests>
+#   run_two_hosts.sh <tg_distributed_tests> <mpirun> [options for every mpirun]
 set -u
-mpirun="$1"
-program="$2"
+program="$1"
+shift  # "$@": mpirun and its options
 here="$(cd "$(dirname "$0")" && pwd)"
 a="tg$$-a"  # host names: letters, digits and hyphens only (Open MPI refuses '_')
 b="tg$$-b"
@@ -31,7 +31,7 @@ ip link set "veth$$a" netns "$a" && ip link set "veth$$b" netns "$b" &&
   ip -n "$a" link set lo up && ip -n "$b" link set lo up || skip "cannot configure the veth pair"
 # mpirun runs in host a (its rank is local there); host b's daemon starts through netns_agent.sh.
 printf 'localhost slots=1\n%s slots=1\n' "$b" >"$hosts"
-TG_DIST_HOSTS=2 ip netns exec "$a" "$mpirun" --allow-run-as-root --hostfile "$hosts" -np 2 \
+TG_DIST_HOSTS=2 ip netns exec "$a" "$@" --allow-run-as-root --hostfile "$hosts" -np 2 \
   --mca plm_rsh_agent "$here/netns_agent.sh" -x TG_DIST_HOSTS \
   --mca oob_tcp_if_include 10.77.0.0/24 --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 \
   "$program"
