@@ -17,7 +17,8 @@ namespace {
 
 // |got − exact| in float32 ulps at `scale`.
 double ulps(float got, long double exact, long double scale) {
-  const long double ulp = std::ldexp(1.0L, std::max(std::ilogb(static_cast<double>(scale)) - 23, -149));
+  // Normal exponents from -126; below, subnormal spacing 2^-149 (and ilogb(0) is INT_MIN).
+  const long double ulp = std::ldexp(1.0L, std::max(std::ilogb(static_cast<double>(scale)), -126) - 23);
   return static_cast<double>(std::fabs(static_cast<long double>(got) - exact) / ulp);
 }
 
