@@ -9,7 +9,7 @@
 #     checkpoints must be byte-identical, and so must metrics.csv but for its seconds column.
 #   cmake -DPROGRAM=<exe> -DWORK_DIR=<dir> -DARGS=... -DMODE=no_gnuplot -P fashion_mnist.cmake
 #     with no gnuplot on PATH: it says so, skips metrics.png and still writes metrics.csv.
-#   cmake ... -DMODE=distributed_train -DMPIEXEC="mpiexec;--allow-run-as-root;--oversubscribe;-n" -P ...
+#   cmake ... -DMODE=distributed_train -DMPIEXEC="mpiexec;--allow-run-as-root;--oversubscribe;-n" [-DRANK_OPTIONS=...] -P ...
 #     --distributed on 2 ranks, each given its own --out (one mpirun, two programs): rank 0's
 #     directory holds the files and the loss fell, rank 1's was never made; a second run gives
 #     bitwise the same checkpoint and metrics.csv (but for its seconds).
@@ -124,8 +124,9 @@ elseif(MODE STREQUAL "no_gnuplot")
   endif()
 elseif(MODE STREQUAL "distributed_train")
   # One job, two programs (MPI's MPMD form): rank 0 writes to rank0/, rank 1 is told rank1/.
+  # mpirun's per-rank options (RANK_OPTIONS, e.g. -x for the sanitizers) hold for one program each.
   execute_process(COMMAND ${MPIEXEC} 1 ${PROGRAM} ${ARGS} --out ${WORK_DIR}/rank0 :
-                          -n 1 ${PROGRAM} ${ARGS} --out ${WORK_DIR}/rank1
+                          ${RANK_OPTIONS} -n 1 ${PROGRAM} ${ARGS} --out ${WORK_DIR}/rank1
                   RESULT_VARIABLE exit_code OUTPUT_VARIABLE out ERROR_VARIABLE err)
   message("${PROGRAM} ${ARGS} on 2 ranks\n${out}${err}")
   if(NOT exit_code STREQUAL "0")
