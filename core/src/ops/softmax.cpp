@@ -54,6 +54,16 @@ T line_max(const T* x, int64_t n, Stride stride) {
 template <typename T, typename Stride>
 constexpr bool kFloatRow = std::is_same_v<T, float> && std::is_same_v<Stride, std::integral_constant<int64_t, 1>>;
 
+// A kFloatRow line's pointer, as the float pointer it is. The call depends on the line's stride
+// type on purpose: clang type-checks the non-dependent expressions of a generic lambda's
+// `if constexpr` branch when the enclosing template is instantiated, even where the branch is
+// discarded (T = double), and would reject a double pointer passed to a float kernel.
+template <typename Stride, typename T>
+T* float_row(T* p) {
+  static_assert(std::is_same_v<std::remove_const_t<T>, float>);
+  return p;
+}
+
 // x, y: [outer, size, inner]. Per line, with m = max_k x_k and s = Σ_k exp(x_k − m):
 //   softmax:      y_k = exp(x_k − m) / s   (the exps are stored on the way to s, then scaled)
 //   log_softmax:  y_k = x_k − m − log s
@@ -65,15 +75,17 @@ void softmax_forward(const T* x, T* y, const AlongDim& layout) {
     T* out = y + start;
     if constexpr (kFloatRow<T, decltype(stride)>) {
       // the same steps, with e_k = exp(x_k − m) in double lanes, rounded to float once
+      const float* in_row = float_row<decltype(stride)>(in);
+      float* out_row = float_row<decltype(stride)>(out);
       const detail::ExpRowKernels& kernels = detail::exp_row_kernels_for_cpu();
-      const float shift = kernels.max(in, n);
-      const double sum = kernels.sum_exp(in, shift, Log ? nullptr : out, n);
+      const float shift = kernels.max(in_row, n);
+      const double sum = kernels.sum_exp(in_row, shift, Log ? nullptr : out_row, n);
       if constexpr (Log) {
         const float log_sum = static_cast<float>(std::log(sum));
-        for (int64_t k = 0; k < n; ++k) out[k] = in[k] - shift - log_sum;
+        for (int64_t k = 0; k < n; ++k) out_row[k] = in_row[k] - shift - log_sum;
       } else {
         const float inverse = static_cast<float>(1.0 / sum);
-        for (int64_t k = 0; k < n; ++k) out[k] *= inverse;
+        for (int64_t k = 0; k < n; ++k) out_row[k] *= inverse;
       }
       return;
     }
@@ -102,7 +114,9 @@ void softmax_backward(const T* dy, const T* y, T* dx, const AlongDim& layout) {
   const int64_t n = layout.size;
   for_each_line(layout, [&](int64_t, int64_t start, auto stride) {
     if constexpr (kFloatRow<T, decltype(stride)>)
-      detail::exp_row_kernels_for_cpu().softmax_backward(dy + start, y + start, dx + start, n, Log);
+      detail::exp_row_kernels_for_cpu().softmax_backward(float_row<decltype(stride)>(dy + start),
+                                                         float_row<decltype(stride)>(y + start),
+                                                         float_row<decltype(stride)>(dx + start), n, Log);
     else
       detail::softmax_backward_line<Log>(dy + start, y + start, dx + start, n, stride, [&](const T* in, T* out) {
         for (int64_t k = 0; k < n; ++k) out[k * stride] = std::exp(in[k * stride]);
@@ -143,10 +157,11 @@ void logsumexp_forward(const T* x, T* out, const AlongDim& layout) {
   for_each_line(layout, [&](int64_t line, int64_t start, auto stride) {
     const T* in = x + start;
     if constexpr (kFloatRow<T, decltype(stride)>) {
+      const float* in_row = float_row<decltype(stride)>(in);
       const detail::ExpRowKernels& kernels = detail::exp_row_kernels_for_cpu();
-      float shift = kernels.max(in, n);
+      float shift = kernels.max(in_row, n);
       if (std::isinf(shift)) shift = 0;
-      out[line] = shift + static_cast<float>(std::log(kernels.sum_exp(in, shift, nullptr, n)));
+      out[line] = shift + static_cast<float>(std::log(kernels.sum_exp(in_row, shift, nullptr, n)));
       return;
     }
     T shift = line_max(in, n, stride);
