@@ -1,11 +1,9 @@
 // The softmax family's float32 row kernels (core/src/ops/exp_rows.cpp: e^x in double lanes,
 // simd_exp.hpp): within a stated ulp bound of the exact functions, and bitwise the same at every
 // vector level and thread count.
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "core_test_util.hpp"
@@ -80,15 +78,5 @@ TEST_CASE("float32 softmax family is bitwise the same at every vector level and 
     y.backward(grad_output);
     return std::vector{y.to_vector<float>(), x.grad().to_vector<float>(), values.logsumexp({1}).to_vector<float>()};
   };
-  const auto reference = run();
-  for (const auto& [level, result] : tg::testing::at_every_supported_level(run)) {
-    CAPTURE(level);
-    REQUIRE(result == reference);
-  }
-  for (int threads : {1, 3}) {
-    CAPTURE(threads);
-    std::vector<std::vector<float>> result;
-    tbb::task_arena(threads).execute([&] { result = run(); });
-    REQUIRE(result == reference);
-  }
+  tg::testing::require_same_at_every_level_and_thread_count(run);
 }

@@ -1,10 +1,8 @@
 // The difference losses (mse, l1, smooth_l1, huber) on their per-level kernels
 // (nn/src/difference_loss_kernels.cpp): bitwise the same at every vector level and thread count,
 // and equal to the formula summed in long double within double rounding.
-#include <tbb/task_arena.h>
 
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -57,17 +55,7 @@ TEST_CASE("difference losses are bitwise the same at every vector level and thre
       out.backward(grad_values);
       return std::vector{bytes(out), bytes(input.grad()), bytes(target.grad())};
     };
-    const auto reference = run();
-    for (const auto& [level, result] : tg::testing::at_every_supported_level(run)) {
-      CAPTURE(level);
-      REQUIRE(result == reference);
-    }
-    for (int threads : {1, 3}) {
-      CAPTURE(threads);
-      std::vector<std::vector<unsigned char>> result;
-      tbb::task_arena(threads).execute([&] { result = run(); });
-      REQUIRE(result == reference);
-    }
+    tg::testing::require_same_at_every_level_and_thread_count(run);
     if (reduction == tg::nn::Reduction::Sum) {
       // The sum, against the formula in long double: only the double sum's rounding apart.
       const std::vector<double> x = input_values.to(tg::kFloat64).to_vector<double>();

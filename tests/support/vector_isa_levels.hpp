@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <tbb/task_arena.h>
 
 #include "cpu/vector_isa.hpp"
 
@@ -28,6 +29,24 @@ auto at_every_supported_level(const Run& run) {
   }
   REQUIRE(!results.empty());
   return results;
+}
+
+// Requires run() to give the same result (operator==) at every level this CPU supports and at 1 and
+// 3 threads as at the default level and thread count: the per-level kernels' promise of bitwise
+// equal results. run() returns bytes or exact values, never a tolerance.
+template <typename Run>
+void require_same_at_every_level_and_thread_count(const Run& run) {
+  const auto reference = run();
+  for (const auto& [level, result] : at_every_supported_level(run)) {
+    CAPTURE(level);
+    REQUIRE(result == reference);
+  }
+  for (int threads : {1, 3}) {
+    CAPTURE(threads);
+    decltype(run()) result;
+    tbb::task_arena(threads).execute([&] { result = run(); });
+    REQUIRE(result == reference);
+  }
 }
 
 }  // namespace tg::testing
