@@ -12,6 +12,7 @@
 #include "convert.hpp"
 #include "dispatch.hpp"
 #include "memory/block_cache.hpp"
+#include "memory/small_block_pool.hpp"
 #include "ops/elementwise.hpp"
 #include "out_of_memory.hpp"
 #include "parallel_for.hpp"
@@ -23,13 +24,15 @@ namespace tg {
 
 namespace {
 constexpr size_t kAlignment = 64;  // a cache line, and an AVX-512 vector
+constexpr size_t kNewAlignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__;  // what operator new guarantees
 
 // The allocator std::allocate_shared uses for a Storage: it appends the tensor's bytes, 64-byte
 // aligned, to the control block, so a Storage costs one allocation. It aligns by hand inside a
 // plain operator new block (malloc underneath): glibc's aligned allocation (memalign) splits
-// chunks and showed up as a visible share of the per-op overhead of small graphs. Going through
-// operator new rather than malloc lets a replaced operator new (the fault-injection tests) see
-// every tensor. `trailing` receives the bytes' address.
+// chunks and showed up as a visible share of the per-op overhead of small graphs. The block comes
+// from the small-block pool (memory/small_block_pool.hpp), which recycles the blocks of small
+// tensors per thread and goes to operator new for the others, so that a replaced operator new
+// (the fault-injection tests) sees every new block. `trailing` receives the bytes' address.
 template <typename T>
 struct TrailingBytesAllocator {
   using value_type = T;
@@ -43,16 +46,16 @@ struct TrailingBytesAllocator {
   T* allocate(size_t n) {
     // operator new aligns to __STDCPP_DEFAULT_NEW_ALIGNMENT__, so once the control block is
     // padded to that alignment, kAlignment minus it bytes of slack reach the next 64-byte boundary.
-    constexpr size_t kNewAlignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
     const size_t head = (n * sizeof(T) + kNewAlignment - 1) / kNewAlignment * kNewAlignment;
-    // The nothrow form: under AddressSanitizer the throwing one aborts instead of throwing.
-    void* block = ::operator new(head + kAlignment - kNewAlignment + bytes, std::nothrow);
-    if (block == nullptr) throw std::bad_alloc();
+    void* block = detail::allocate_small_block(block_bytes(n));
     const uintptr_t end_of_head = reinterpret_cast<uintptr_t>(block) + head;
     *trailing = reinterpret_cast<std::byte*>((end_of_head + kAlignment - 1) / kAlignment * kAlignment);
     return static_cast<T*>(block);
   }
-  void deallocate(T* block, size_t) { ::operator delete(block); }
+  void deallocate(T* block, size_t n) noexcept { detail::release_small_block(block, block_bytes(n)); }
+  size_t block_bytes(size_t n) const {
+    return (n * sizeof(T) + kNewAlignment - 1) / kNewAlignment * kNewAlignment + kAlignment - kNewAlignment + bytes;
+  }
   template <typename U>
   bool operator==(const TrailingBytesAllocator<U>& other) const { return bytes == other.bytes; }
 };
@@ -101,7 +104,7 @@ Tensor make_tensor(const Shape& shape, DType dtype, const char* op) {
   const int64_t numel = checked_numel(shape, op);
   const size_t bytes = static_cast<size_t>(numel) * element_size(dtype);
   try {
-    auto impl = std::make_shared<TensorImpl>();
+    auto impl = std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>());
     impl->numel = numel;
     impl->shape = shape;
     impl->dtype = dtype;
@@ -114,7 +117,7 @@ Tensor make_tensor(const Shape& shape, DType dtype, const char* op) {
 }
 
 Tensor make_view(const Tensor& base, const Shape& shape) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(detail::PoolAllocator<TensorImpl>());
   impl->shape = shape;
   impl->numel = base.numel();
   impl->dtype = base.dtype();

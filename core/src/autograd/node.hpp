@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "memory/small_block_pool.hpp"
 #include "tapegrad/autograd.hpp"
 #include "tensor_impl.hpp"
 
@@ -221,7 +222,11 @@ bool needs_grad(const Tensors&... inputs) {
 // Makes `output` the result of a new node with one edge per input (any range of tensors).
 template <typename Inputs, typename Backward>
 void record_node(Tensor& output, const char* name, const Inputs& inputs, Backward&& backward) {
-  auto node = std::make_shared<FunctionNode<std::decay_t<Backward>>>(name, std::forward<Backward>(backward));
+  // From the small-block pool: a node lives for one forward and backward, and the next step's
+  // node of the same op takes its block.
+  using NodeType = FunctionNode<std::decay_t<Backward>>;
+  auto node = std::allocate_shared<NodeType>(tg::detail::PoolAllocator<NodeType>(), name,
+                                             std::forward<Backward>(backward));
   node->next.reserve(inputs.size());
   for (const Tensor& input : inputs) node->next.push_back(gradient_edge(input));
   if (anomaly_detection_on()) node->anomaly_tag = current_anomaly_tag();

@@ -4,6 +4,7 @@
 // tensors of nearby sizes share blocks. Allocation and release are a few per training step, so
 // one mutex costs nothing measurable.
 #include "memory/block_cache.hpp"
+#include "memory/small_block_pool.hpp"
 
 #include <sys/mman.h>
 
@@ -148,6 +149,9 @@ void release_cached_block(CachedBlock block) noexcept { cache().release(block); 
 
 size_t cached_memory_bytes() { return detail::cache().idle_bytes(); }
 
-void empty_cache() { detail::cache().release_all(); }
+void empty_cache() {
+  detail::cache().release_all();
+  detail::release_idle_small_blocks();  // and this thread's recycled small blocks
+}
 
 }  // namespace tg
