@@ -93,9 +93,12 @@ int64_t checked_numel(const Shape& shape, const char* op) {
       has_zero = true;
       continue;
     }
-    check(nonzero_product <= std::numeric_limits<int64_t>::max() / 8 / size, op, "shape ", shape,
-          " has too many elements to address");
-    nonzero_product *= size;
+    // A multiply with an overflow flag, not a division: this runs for every dim of every tensor.
+    int64_t product = 0;
+    check(!__builtin_mul_overflow(nonzero_product, size, &product) &&
+              product <= std::numeric_limits<int64_t>::max() / 8,
+          op, "shape ", shape, " has too many elements to address");
+    nonzero_product = product;
   }
   return has_zero ? 0 : nonzero_product;
 }
