@@ -11,7 +11,7 @@
 using tg::Tensor;
 namespace detail = tg::detail;
 
-#if !defined(__SANITIZE_ADDRESS__)  // under ASan every block goes to operator new and delete
+#if !defined(TG_ADDRESS_SANITIZER)  // under ASan every block goes to operator new and delete
 TEST_CASE("small block pool: a freed block is reused by the next request of its size class", "[core][memory]") {
   detail::release_idle_small_blocks();
   void* first = detail::allocate_small_block(100);

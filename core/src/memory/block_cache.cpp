@@ -18,7 +18,7 @@
 
 #include "tapegrad/memory.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TG_ADDRESS_SANITIZER)
 #include <sanitizer/asan_interface.h>
 // An idle block is poisoned, so that AddressSanitizer still reports a use after free of a
 // tensor's buffer, which the cache would otherwise hide.

@@ -12,6 +12,7 @@
 namespace tg::detail {
 namespace {
 
+#if !defined(TG_ADDRESS_SANITIZER)
 constexpr size_t kClassBytes = 32;
 constexpr size_t kClassCount = kPooledBlockMaxBytes / kClassBytes;
 // At most this many idle blocks per class and thread (at most ~2 MiB per thread in all): enough
@@ -27,7 +28,6 @@ struct FreeList {
   uint32_t count = 0;
 };
 
-#if !defined(__SANITIZE_ADDRESS__)
 thread_local std::array<FreeList, kClassCount> free_lists;
 thread_local bool drain_registered = false;
 thread_local bool thread_ending = false;
@@ -66,7 +66,7 @@ void* new_block(size_t bytes) {
 
 }  // namespace
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TG_ADDRESS_SANITIZER)
 
 void* allocate_small_block(size_t bytes) { return new_block(bytes); }
 void release_small_block(void* block, size_t) noexcept { ::operator delete(block); }

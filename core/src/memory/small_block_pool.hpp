@@ -14,6 +14,16 @@
 #include <cstddef>
 #include <new>
 
+// Defined when AddressSanitizer instruments this build: GCC says so with __SANITIZE_ADDRESS__,
+// Clang (14 at least) only through __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define TG_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TG_ADDRESS_SANITIZER 1
+#endif
+#endif
+
 namespace tg::detail {
 
 // Requests above this size go to operator new and delete directly.
