@@ -363,8 +363,8 @@ int train(const Settings& settings, examples::Job& job) {
   job.replicate(model);
   tg::optim::AdamW optimizer(model.parameters(), {.lr = settings.lr, .weight_decay = settings.weight_decay});
   // Per step: a linear warm-up from lr/100 over the warm-up epochs, then half a cosine down to 0.
-  // (Without a warm-up no LinearLR is built at all: its construction would lower the lr that the
-  // cosine then starts from.)
+  // Both start from AdamW's lr (the optimizer's initial_lr), whatever the warm-up's constructor
+  // set. Without a warm-up there is no LinearLR (it needs total_iters >= 1).
   // Distributed: the steps of a rank's share (equal on every rank), the last batch possibly short.
   const int64_t steps_per_epoch =
       job.distributed() ? (sampler.size() + settings.batch - 1) / settings.batch : train_loader.size();
