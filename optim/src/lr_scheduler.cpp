@@ -272,22 +272,13 @@ double SequentialLR::lr_at(double base_lr, int64_t epoch) const {
 
 namespace {
 
-// As PyTorch's OneCycleLR, which sets every group's initial_lr to max_lr / div_factor outright.
-std::vector<double> one_cycle_base_lrs(Optimizer& optimizer, double max_lr, const OneCycleLROptions& options) {
+// As PyTorch's OneCycleLR, which sets every group's initial_lr to max_lr / div_factor outright:
+// after every argument is checked, so that a constructor that throws leaves the optimizer as it was.
+std::vector<double> one_cycle_base_lrs(Optimizer& optimizer, double max_lr, int64_t total_steps,
+                                       const OneCycleLROptions& options) {
   check(max_lr > 0 && std::isfinite(max_lr), "OneCycleLR", "expected a finite max_lr > 0, got ", max_lr);
   options::check_non_negative("OneCycleLR", "div_factor", options.div_factor);
   check(options.div_factor > 0, "OneCycleLR", "expected div_factor > 0, got ", options.div_factor);
-  const double initial_lr = max_lr / options.div_factor;
-  for (size_t group = 0; group < optimizer.param_group_count(); ++group) optimizer.set_initial_lr(group, initial_lr);
-  return std::vector<double>(optimizer.param_group_count(), initial_lr);
-}
-
-}  // namespace
-
-OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, OneCycleLROptions options)
-    : EpochLRScheduler(optimizer, "OneCycleLR", one_cycle_base_lrs(optimizer, max_lr, options)),
-      total_steps_(total_steps),
-      options_(options) {
   check(total_steps >= 1, "OneCycleLR", "expected total_steps >= 1, got ", total_steps);
   check(options.pct_start >= 0 && options.pct_start <= 1, "OneCycleLR", "expected 0 <= pct_start <= 1, got ",
         options.pct_start);
@@ -299,6 +290,17 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps,
     options::check_unit_interval("OneCycleLR", "base_momentum", options.base_momentum);
     options::check_unit_interval("OneCycleLR", "max_momentum", options.max_momentum);
   }
+  const double initial_lr = max_lr / options.div_factor;
+  for (size_t group = 0; group < optimizer.param_group_count(); ++group) optimizer.set_initial_lr(group, initial_lr);
+  return std::vector<double>(optimizer.param_group_count(), initial_lr);
+}
+
+}  // namespace
+
+OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, OneCycleLROptions options)
+    : EpochLRScheduler(optimizer, "OneCycleLR", one_cycle_base_lrs(optimizer, max_lr, total_steps, options)),
+      total_steps_(total_steps),
+      options_(options) {
   const double initial_lr = max_lr / options.div_factor;
   const double min_lr = initial_lr / options.final_div_factor;
   const double steps = static_cast<double>(total_steps);

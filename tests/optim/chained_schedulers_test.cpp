@@ -150,4 +150,10 @@ TEST_CASE("initial_lr refuses what is not a learning rate", "[optim][lr_schedule
   REQUIRE_TG_ERROR(optimizer.load_state_dict(state),
                    Catch::Contains("SGD: load_state_dict: expected a finite 'initial_lr' >= 0, got inf"));
   REQUIRE_FALSE(optimizer.initial_lr(0).has_value());  // each refusal changed nothing
+  // OneCycleLR sets initial_lr outright, but only once all its arguments are accepted.
+  REQUIRE_TG_ERROR(OneCycleLR(optimizer, 1.0, 0, {.cycle_momentum = false}), Catch::Contains("total_steps >= 1, got 0"));
+  REQUIRE_TG_ERROR(OneCycleLR(optimizer, 1.0, 10, {.pct_start = 2, .cycle_momentum = false}),
+                   Catch::Contains("pct_start <= 1, got 2"));
+  REQUIRE_FALSE(optimizer.initial_lr(0).has_value());
+  REQUIRE_FALSE(optimizer.initial_lr(1).has_value());
 }
