@@ -49,7 +49,7 @@ struct FloatShift {
 // A block's 16 floats as two vectors of 8 doubles (64 bytes each, one register of the widest level).
 using Doubles8 = VectorLane<float, 32>::Wide;
 template <typename F>
-auto widen(F e) {
+[[gnu::always_inline]] inline auto widen(F e) {
   if constexpr (std::is_same_v<F, float>) {
     return static_cast<double>(e);
   } else if constexpr (sizeof(F) < 64) {
@@ -67,7 +67,7 @@ auto widen(F e) {
 // (as floats, or widened to doubles) unless out is null. x_k − shift.high is rounded to float and
 // its rounding error, less shift.low, goes to exp_float as the correction.
 template <typename Lane, typename Out>
-auto exp_lane(const Lane& at, const float* x, FloatShift shift, Out* out) {
+[[gnu::always_inline]] inline auto exp_lane(const Lane& at, const float* x, FloatShift shift, Out* out) {
   using F = std::remove_cvref_t<decltype(at(x))>;
   const ExactSum<F> difference = exact_sum(at(x), F{} - shift.high);
   const F e = exp_float(difference.value, difference.error - shift.low);
