@@ -1,9 +1,9 @@
-// e^v in double lanes, for the kernels compiled once per vector level (GELU, the softmax family,
+// e^v in float lanes, for the kernels compiled once per vector level (GELU, the softmax family,
 // cross-entropy): v = k ln2 + r, e^r by a polynomial and 2^k made in the exponent bits, so that
-// it vectorises (glibc's exp does not). Written once for a lane of doubles or one double
-// (simd_lanes.hpp's VectorLane::Wide or a ScalarLane's double), with no FMA contraction
-// (tg_add_isa_kernels): the same bits at every level, in a vector lane and in the scalar tail.
-// Private to the library.
+// it vectorises (glibc's exp does not), 16 floats to an AVX-512 vector, 8 to AVX2's, 4 to SSE's.
+// Written once for a vector of floats or one float (simd_lanes.hpp's VectorLane::Vec or a
+// ScalarLane's float), with no FMA contraction (tg_add_isa_kernels): the same bits at every level,
+// in a vector lane and in the scalar tail. Private to the library.
 #pragma once
 
 #include <array>
@@ -23,9 +23,9 @@ namespace tg::detail {
 inline namespace TG_ISA_HELPERS {
 
 // D is a scalar (the tail of a row) or a vector of them (simd_lanes.hpp's lanes); LanesOf<Int, D>
-// is the integer type Int in the same shape, for the exponent bits. Int64<D>/Int32<D> for masks
-// and sign bits; UInt64<D>/UInt32<D> for the exponent arithmetic, which must wrap instead of
-// overflowing (UB) in the lanes that are discarded (below the underflow bound, ±∞, NaN).
+// is the integer type Int in the same shape, for the exponent bits: Int32<F> for a float's
+// exponent, UInt32<F> for arithmetic on its bits that must wrap instead of overflowing (UB) in
+// lanes whose value is discarded (NaN).
 template <typename Int, typename D>
 struct LanesOf {
   using type = Int;
@@ -35,10 +35,6 @@ template <typename Int, typename D>
 struct LanesOf<Int, D> {
   typedef Int type __attribute__((vector_size(sizeof(D))));
 };
-template <typename D>
-using Int64 = typename LanesOf<int64_t, D>::type;
-template <typename D>
-using UInt64 = typename LanesOf<uint64_t, D>::type;
 template <typename F>
 using Int32 = typename LanesOf<int32_t, F>::type;
 template <typename F>
@@ -82,38 +78,6 @@ D absolute(D v) {
   return std::bit_cast<D>(std::bit_cast<MaskOf<D>>(v) & kAllButSign);
 }
 
-// e^v for v ≤ 1 (the only arguments here). v = k ln2 + r with k an integer and |r| ≤ ln2/2;
-// e^r by its Taylor polynomial to r⁹/9! (truncation below 1e-11 relative), times 2^k built in the
-// exponent bits. Below −708, where 2^k would leave the normal range, the result is 0 (exactly 0
-// at −∞, as a product with ±∞ needs for PyTorch's NaN at ±∞ in backward); NaN stays NaN.
-// Always inlined: called out of line, its vectors and constants go through memory on every call
-// (measured 8x slower in a loop of cross-entropy's).
-template <typename D>
-[[gnu::always_inline]] inline D exp_nonpositive(D v) {
-  constexpr double kRoundToInteger = 0x1.8p52;  // adding it rounds any |w| < 2^51 to an integer
-  constexpr double kLog2e = std::numbers::log2e;
-  // ln 2 = kLn2High + kLn2Low, with kLn2High's low 21 bits zero: k · kLn2High is exact for |k| < 2^21.
-  constexpr double kLn2High = 0x1.62e42fee00000p-1, kLn2Low = 0x1.a39ef35793c76p-33;
-  constexpr double kUnderflow = -708.0;
-  const D shifted = v * kLog2e + kRoundToInteger;  // k in the low mantissa bits
-  const D k = shifted - kRoundToInteger;
-  const D r = (v - k * kLn2High) - k * kLn2Low;
-  // Σ_{i≤9} rⁱ/i! = low(r) + r⁵ · high(r), low the terms to r⁴ and high those from r⁵ over r⁵: two
-  // Horner chains of 4 steps that run side by side (one chain of 9 made exp latency-bound).
-  constexpr std::array<double, 5> kLowTerms{1.0 / 24, 1.0 / 6, 1.0 / 2, 1.0, 1.0};  // 1/4! ... 1/0!
-  constexpr std::array<double, 5> kHighTerms{1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120};  // 1/9! ... 1/5!
-  D low = D{} + kLowTerms[0], high = D{} + kHighTerms[0];
-  for (std::size_t i = 1; i < kLowTerms.size(); ++i) {
-    low = low * r + kLowTerms[i];
-    high = high * r + kHighTerms[i];
-  }
-  const D r_squared = r * r;
-  const D power_series = low + (r_squared * r_squared * r) * high;
-  const UInt64<D> k_bits = std::bit_cast<UInt64<D>>(shifted) - std::bit_cast<uint64_t>(kRoundToInteger);
-  const D two_to_k = std::bit_cast<D>((k_bits + 1023) << 52);
-  return select(v < kUnderflow, D{}, power_series * two_to_k);
-}
-
 // a + b as the rounded sum and its rounding error, exactly: value + error = a + b (Knuth's TwoSum,
 // six operations, no branch, any order of magnitude; needs the no-contraction build).
 template <typename F>
@@ -139,12 +103,17 @@ ExactSum<F> exact_sum(F a, F b) {
 //   2^k as 2^(k − ⌊k/2⌋) · 2^⌊k/2⌋, two normal powers built in the exponent bits: the first product
 //   is exact and the second rounds once, to a subnormal, to 0 below e^−103.97 or to +∞ above
 //   e^88.72, as IEEE does.
-// v is clamped to [−110, 100] first (beyond, the result is 0 or +∞ anyway), so that k's bits stay
-// in range; there v_low is ignored, so that −∞ gives exactly 0 (and +∞ gives +∞) even when v_low is
-// NaN from ∞ − ∞. NaN stays NaN. Always inlined, as exp_nonpositive.
-template <typename F>
+// kScale ≥ 0 returns e^(v + v_low) · 2^kScale instead, for a caller that multiplies a tiny e by
+// more factors: the scaled value stays a normal float where e alone would be subnormal and lose
+// digits, and the caller scales back last.
+// v is clamped to [−110 − kScale, 100] first (beyond, the result is 0 or +∞ anyway), so that k's
+// bits stay in range; there v_low is ignored, so that −∞ gives exactly 0 (and +∞ gives +∞) even
+// when v_low is NaN from ∞ − ∞. NaN stays NaN. Always inlined: called out of line, its vectors
+// and constants go through memory on every call.
+template <int kScale = 0, typename F>
 [[gnu::always_inline]] inline F exp_float(F v, F v_low) {
-  constexpr float kLowest = -110.0f, kHighest = 100.0f;
+  static_assert(0 <= kScale && kScale <= 32);
+  constexpr float kLowest = -110.0f - kScale, kHighest = 100.0f;
   constexpr float kRoundToInteger = 0x1.8p23f;  // adding it rounds any |w| < 2^22 to an integer
   constexpr float kLog2e = std::numbers::log2e_v<float>;
   constexpr float kLn2High = 0x1.63p-1f, kLn2Low = -0x1.bd0106p-13f;  // ln 2 − kLn2High, rounded
@@ -167,9 +136,9 @@ template <typename F>
   const F r_squared = r * r;
   const F q = low + (r_squared * r) * high;
   const F power_series = 1.0f + (r + r_squared * q);
-  const auto k_int = std::bit_cast<Int32<F>>(std::bit_cast<UInt32<F>>(shifted) - std::bit_cast<uint32_t>(kRoundToInteger));
+  const auto k_int = std::bit_cast<Int32<F>>(std::bit_cast<UInt32<F>>(shifted) - std::bit_cast<uint32_t>(kRoundToInteger)) + kScale;
   const auto k_half = k_int >> 1;  // ⌊k/2⌋ (arithmetic shift)
-  const auto two_to = [](auto exponent) { return std::bit_cast<F>((exponent + 127) << 23); };  // exponent in [−80, 73]
+  const auto two_to = [](auto exponent) { return std::bit_cast<F>((exponent + 127) << 23); };  // exponent in [−87, 89]
   return (power_series * two_to(k_int - k_half)) * two_to(k_half);
 }
 
@@ -178,6 +147,13 @@ template <typename Lane, typename D>
 auto to_float(D v) {
   if constexpr (std::is_same_v<D, double>) return static_cast<float>(v);
   else return __builtin_convertvector(v, typename Lane::Vec);
+}
+
+// A lane's floats widened to its doubles.
+template <typename Lane, typename F>
+auto to_double(F v) {
+  if constexpr (std::is_same_v<F, float>) return static_cast<double>(v);
+  else return __builtin_convertvector(v, typename Lane::Wide);
 }
 
 // f(v) for a lane's doubles, in halves of at most 64 bytes (8 doubles): a full lane of 16 floats
