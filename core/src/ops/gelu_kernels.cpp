@@ -117,14 +117,35 @@ struct TanhGelu {
   }
 };
 
-// e^(exponent(x)) · 2^kScale for a lane of floats: the exponent in double lanes, split into the
-// float high + low that exp_float takes (simd_exp.hpp), so that e keeps exp_float's 1.05 ulp.
-template <typename Form, typename Lane>
-auto exp_term(const Lane& at, const float* x) {
-  const auto exponent = in_register_halves(at.wide(x), [](auto x_wide) { return Form::exponent(x_wide); });
-  const auto high = to_float<Lane>(exponent);
-  const auto low = to_float<Lane>(exponent - to_double<Lane>(high));
-  return exp_float<kScale>(high, low);
+// Form::exponent(x) computed in double and split into a float pair, high + low: the argument that
+// exp_float takes. x is a float or a vector of at most 8 (whose doubles fill one 64-byte register);
+// a vector of 16 goes in two halves, so that GCC keeps every operation at full register width.
+template <typename Form, typename F>
+[[gnu::always_inline]] inline ExactSum<F> exponent_as_float_pair(F x) {
+  if constexpr (std::is_same_v<F, float>) {
+    const double exponent = Form::exponent(static_cast<double>(x));
+    const float high = static_cast<float>(exponent);
+    return {high, static_cast<float>(exponent - high)};
+  } else if constexpr (sizeof(F) <= 32) {
+    using Wide = typename VectorLane<float, sizeof(F)>::Wide;
+    const Wide exponent = Form::exponent(__builtin_convertvector(x, Wide));
+    const F high = __builtin_convertvector(exponent, F);
+    return {high, __builtin_convertvector(exponent - __builtin_convertvector(high, Wide), F)};
+  } else {
+    const auto low_half = exponent_as_float_pair<Form>(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7));
+    const auto high_half = exponent_as_float_pair<Form>(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15));
+    const auto join = [](auto first, auto second) {
+      return __builtin_shufflevector(first, second, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    };
+    return {join(low_half.value, high_half.value), join(low_half.error, high_half.error)};
+  }
+}
+
+// e^(Form::exponent(x)) · 2^kScale for a lane of floats, within exp_float's 1.05 ulp.
+template <typename Form, typename F>
+[[gnu::always_inline]] inline F exp_term(F x) {
+  const ExactSum<F> exponent = exponent_as_float_pair<Form>(x);
+  return exp_float<kScale>(exponent.value, exponent.error);
 }
 
 // x: [n] -> y: [n], y = gelu(x) = x · c(x).
@@ -133,7 +154,7 @@ void gelu_forward(const float* x, float* y, int64_t n) {
   parallel_for(n, kElementwiseGrain, [=](int64_t begin, int64_t end) {
     for_each_lane<float>(end - begin, [&](auto at) {
       const auto x_lane = at(x + begin);
-      at.store(y + begin, Form::value(x_lane, exp_term<Form>(at, x + begin)));
+      at.store(y + begin, Form::value(x_lane, exp_term<Form>(x_lane)));
     });
   });
 }
@@ -143,7 +164,8 @@ template <typename Form>
 void gelu_backward(const float* grad_output, const float* x, float* grad_input, int64_t n) {
   parallel_for(n, kElementwiseGrain, [=](int64_t begin, int64_t end) {
     for_each_lane<float>(end - begin, [&](auto at) {
-      const auto derivative = Form::derivative(at(x + begin), exp_term<Form>(at, x + begin));
+      const auto x_lane = at(x + begin);
+      const auto derivative = Form::derivative(x_lane, exp_term<Form>(x_lane));
       at.store(grad_input + begin, at(grad_output + begin) * derivative);
     });
   });
