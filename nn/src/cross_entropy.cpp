@@ -103,7 +103,7 @@ struct ClassRow {
 };
 
 // Contiguous float32 rows (no spatial dims) take the per-level row kernels, whose exp vectorises
-// (core's ops/exp_rows.hpp: e^(x − shift) in double lanes within 1e-11 relative); the others
+// (core's ops/exp_rows.hpp: e^(x − shift) in float lanes within 1.05 ulp); the others
 // std::exp.
 template <typename T>
 bool on_row_kernels(const ClassRow<T>& row) {

@@ -1,5 +1,5 @@
-// The softmax family's float32 row kernels (core/src/ops/exp_rows.cpp: e^x in double lanes,
-// simd_exp.hpp): within a stated ulp bound of the exact functions, and bitwise the same at every
+// The softmax family's float32 row kernels (core/src/ops/exp_rows.cpp: e^x in float lanes,
+// simd_exp.hpp's exp_float): within a stated ulp bound of the exact functions, and bitwise the same at every
 // vector level and thread count.
 
 #include <algorithm>
@@ -22,7 +22,7 @@ double ulps(float got, long double exact, long double scale) {
 
 }  // namespace
 
-TEST_CASE("float32 softmax, log_softmax and logsumexp are within 2 ulp of the exact functions",
+TEST_CASE("float32 softmax, log_softmax and logsumexp are within 2.5 ulp of the exact functions",
           "[core][softmax][vector_isa]") {
   // Rows of every tail length and of several full blocks; logits spread wide enough that many
   // terms underflow to 0 and others are near the max.
@@ -55,11 +55,12 @@ TEST_CASE("float32 softmax, log_softmax and logsumexp are within 2 ulp of the ex
       }
     }
   }
-  // Measured (AMD EPYC, every level): softmax ≤ 1.75, log_softmax ≤ 1.51, logsumexp ≤ 0.79 ulp:
-  // the float roundings of the two or three steps after e^x, itself within 1e-11 relative.
-  CHECK(worst_softmax <= 2.0);
+  // Measured (every level alike, bitwise): softmax ≤ 2.05, log_softmax ≤ 1.54, logsumexp ≤ 1.21 ulp:
+  // e^x's own ≤ 1.05 ulp in float (exp_float_test.cpp) plus the float roundings of the two or
+  // three steps after it (with e^x in double lanes, as before the float-lane exp: 1.75, 1.51, 0.79).
+  CHECK(worst_softmax <= 2.5);
   CHECK(worst_log_softmax <= 2.0);
-  CHECK(worst_logsumexp <= 1.0);
+  CHECK(worst_logsumexp <= 1.5);
 }
 
 TEST_CASE("float32 softmax family is bitwise the same at every vector level and thread count",

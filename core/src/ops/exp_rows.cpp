@@ -1,8 +1,9 @@
 // The softmax family's and cross-entropy's float32 row passes, compiled once per vector level by
-// tg_add_isa_kernels (TG_ISA = v2, v3 or avx512) into tg::detail::<level>. Each float is widened to
-// double, shifted and exponentiated in double lanes (simd_exp.hpp); the sum takes 16 interleaved
-// double accumulators, exactly lane_sum's order. So every level gives the same bits, and so does
-// any thread count (a row is one task's).
+// tg_add_isa_kernels (TG_ISA = v2, v3 or avx512) into tg::detail::<level>. Each float is shifted
+// and exponentiated in float lanes (simd_exp.hpp's exp_float, 16 floats a vector), with the
+// shift's rounding error carried into the exp; the sum widens each e_k to double and takes 16
+// interleaved double accumulators, exactly lane_sum's order. So every level gives the same bits,
+// and so does any thread count (a row is one task's).
 #include "ops/exp_rows.hpp"
 
 #include <cstring>
@@ -38,15 +39,43 @@ float max(const float* x, int64_t n) {
   return result;
 }
 
-// e_k = exp(x_k − shift) in double for one lane (a vector of floats or one), stored to out
-// (rounded to float, or as the doubles) unless out is null.
-template <typename Lane, typename Out>
-auto exp_lane(const Lane& at, const float* x, double shift, Out* out) {
-  const auto e = in_register_halves(at.wide(x) - shift, [](auto v) { return exp_nonpositive(v); });
-  if constexpr (std::is_same_v<Out, float>) {
-    if (out) at.store(out, to_float<Lane>(e));
+// The shift as two floats, high + low, with high + low = shift to 2^-48 relative.
+struct FloatShift {
+  float high, low;
+  explicit FloatShift(double shift)
+      : high(static_cast<float>(shift)), low(static_cast<float>(shift - static_cast<double>(high))) {}
+};
+
+// A block's 16 floats as two vectors of 8 doubles (64 bytes each, one register of the widest level).
+using Doubles8 = VectorLane<float, 32>::Wide;
+template <typename F>
+[[gnu::always_inline]] inline auto widen(F e) {
+  if constexpr (std::is_same_v<F, float>) {
+    return static_cast<double>(e);
+  } else if constexpr (sizeof(F) < 64) {
+    return __builtin_convertvector(e, typename VectorLane<float, sizeof(F)>::Wide);
   } else {
-    std::memcpy(out + at.i, &e, sizeof e);
+    struct {
+      Doubles8 low, high;
+    } halves{__builtin_convertvector(__builtin_shufflevector(e, e, 0, 1, 2, 3, 4, 5, 6, 7), Doubles8),
+             __builtin_convertvector(__builtin_shufflevector(e, e, 8, 9, 10, 11, 12, 13, 14, 15), Doubles8)};
+    return halves;
+  }
+}
+
+// e_k = exp(x_k − shift) in float for one lane (a vector of floats or one float), stored to out
+// (as floats, or widened to doubles) unless out is null. x_k − shift.high is rounded to float and
+// its rounding error, less shift.low, goes to exp_float as the correction.
+template <typename Lane, typename Out>
+[[gnu::always_inline]] inline auto exp_lane(const Lane& at, const float* x, FloatShift shift, Out* out) {
+  using F = std::remove_cvref_t<decltype(at(x))>;
+  const ExactSum<F> difference = exact_sum(at(x), F{} - shift.high);
+  const F e = exp_float(difference.value, difference.error - shift.low);
+  if constexpr (std::is_same_v<Out, float>) {
+    if (out) at.store(out, e);
+  } else {
+    const auto wide = widen(e);
+    std::memcpy(out + at.i, &wide, sizeof wide);
   }
   return e;
 }
@@ -54,32 +83,32 @@ auto exp_lane(const Lane& at, const float* x, double shift, Out* out) {
 double sum_exp(const float* x, double shift, float* out, int64_t n) {
   // lane_sum's order: term k into accumulator k mod 16 over the whole blocks of 16, the
   // accumulators added in order, then the remaining terms one by one. The 16 accumulators are two
-  // vectors of 8 doubles (64 bytes each, as the level's registers hold them), fed by the two halves
-  // of each block.
-  static_assert(kLanes == 16, "a block is two halves of 8 floats");
-  using Half = VectorLane<float, 32>;
-  Half::Wide low{}, high{};
+  // vectors of 8 doubles, fed by the two halves of each block's floats.
+  static_assert(kLanes == 16 && Simd<float>::kWidth == 16, "a block is one vector of 16 floats");
+  const FloatShift float_shift(shift);
+  Doubles8 low{}, high{};
   int64_t k = 0;
-  // Two blocks per step: four independent exps in flight hide the polynomial's latency better
-  // than the out-of-order core does on its own (~1.5x here); the adds keep their order.
+  // Two blocks per step: independent exps in flight hide the polynomial's latency better than the
+  // out-of-order core does on its own; the adds keep their order.
   for (; k + 32 <= n; k += 32) {
-    const auto e0 = exp_lane(Half{k}, x, shift, out), e1 = exp_lane(Half{k + 8}, x, shift, out);
-    const auto e2 = exp_lane(Half{k + 16}, x, shift, out), e3 = exp_lane(Half{k + 24}, x, shift, out);
-    low += e0;
-    high += e1;
-    low += e2;
-    high += e3;
+    const auto e0 = widen(exp_lane(VectorLane<float>{k}, x, float_shift, out));
+    const auto e1 = widen(exp_lane(VectorLane<float>{k + 16}, x, float_shift, out));
+    low += e0.low;
+    high += e0.high;
+    low += e1.low;
+    high += e1.high;
   }
   for (; k + 16 <= n; k += 16) {
-    low += exp_lane(Half{k}, x, shift, out);
-    high += exp_lane(Half{k + 8}, x, shift, out);
+    const auto e = widen(exp_lane(VectorLane<float>{k}, x, float_shift, out));
+    low += e.low;
+    high += e.high;
   }
   double total = 0.0;
   for (int64_t j = 0; j < 8; ++j) total += low[j];
   for (int64_t j = 0; j < 8; ++j) total += high[j];
   return fold_tail_lanes<float>(k, n, total, [&](double sum, auto at) {
-    const auto e = exp_lane(at, x, shift, out);
-    if constexpr (std::is_same_v<std::remove_const_t<decltype(e)>, double>) {
+    const auto e = exp_lane(at, x, float_shift, out);
+    if constexpr (std::is_same_v<std::remove_const_t<decltype(e)>, float>) {
       sum += e;
     } else {
       for (int64_t j = 0; j < decltype(at)::kWidth; ++j) sum += e[j];
@@ -89,12 +118,8 @@ double sum_exp(const float* x, double shift, float* out, int64_t n) {
 }
 
 void exp_wide(const float* x, double shift, double* out, int64_t n) {
-  // in vectors of 8 floats, whose 8 doubles fill one 64-byte register (as in sum_exp)
-  int64_t k = 0;
-  for (; k + 32 <= n; k += 32)  // four independent exps per step, as in sum_exp
-    for (int64_t j = 0; j < 32; j += 8) exp_lane(VectorLane<float, 32>{k + j}, x, shift, out);
-  for (; k + 8 <= n; k += 8) exp_lane(VectorLane<float, 32>{k}, x, shift, out);
-  for_each_tail_lane<float>(k, n, [&](auto at) { exp_lane(at, x, shift, out); });
+  const FloatShift float_shift(shift);
+  for_each_lane<float>(n, [&](auto at) { exp_lane(at, x, float_shift, out); });
 }
 
 void softmax_backward(const float* dy, const float* y, float* dx, int64_t n, bool log) {

@@ -12,12 +12,12 @@ namespace tg::detail {
 struct ExpRowKernels {
   // x: [n] -> max_k x_k, NaN skipped as std::max(best, x_k) skips it; −inf for n = 0.
   float (*max)(const float* x, int64_t n);
-  // x: [n], shift with x_k − shift ≤ 0 (or NaN) -> Σ_k e_k in double, the terms added as
-  // lane_sum (deterministic_sum.hpp) adds them, where e_k = exp(x_k − shift) in double
-  // (simd_exp.hpp: within 1e-11 relative of e^(x_k − shift); 0 below −708) and, unless `out` is
-  // null, out[k] = e_k rounded to float: [n].
+  // x: [n], shift -> Σ_k e_k in double, the terms added as lane_sum (deterministic_sum.hpp) adds
+  // them, where e_k = exp(x_k − shift) in float (simd_exp.hpp's exp_float: within 1.05 ulp of
+  // e^(x_k − shift), the difference taken exactly; 0 below e^−103.97, +∞ above e^88.72) and,
+  // unless `out` is null, out[k] = e_k: [n].
   double (*sum_exp)(const float* x, double shift, float* out, int64_t n);
-  // x: [n] -> out: [n], out[k] = e_k (sum_exp's) in double.
+  // x: [n] -> out: [n], out[k] = e_k (sum_exp's) widened to double.
   void (*exp_wide)(const float* x, double shift, double* out, int64_t n);
   // dy, y: [n] -> dx: [n], softmax's backward (log_softmax's when `log`), ops/softmax_rows.hpp.
   void (*softmax_backward)(const float* dy, const float* y, float* dx, int64_t n, bool log);

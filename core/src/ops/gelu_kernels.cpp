@@ -5,16 +5,17 @@
 //   "none": c(x) = Φ(x) = ½ erfc(−x/√2),                       c'(x) = φ(x) = e^(−x²/2) / √(2π)
 //   "tanh": c(x) = ½ (1 + tanh u) = σ(2u), u = β (x + κ x³),   c'(x) = 2 σ(2u) σ(−2u) β (1 + 3κ x²)
 // and gelu'(x) = c(x) + x c'(x). glibc's scalar erf and tanh do not vectorise, so c is built here
-// from a polynomial and an exp made of exponent bits (simd_exp.hpp), in double lanes: each float is widened, c is
-// computed with a relative error below 2e-9, and y or dx is rounded to float once. Measured over 23.7
-// million float32 (every 97th in [−20, 20], every 4099th bit pattern of the whole range, subnormals
-// included) against the exact functions in long double (std::erfc, std::exp; tests/core/gelu_test.cpp):
-//   "none": y and dx within 0.521 ulp;   "tanh": y and dx within 0.5001 ulp,
+// in float lanes (16 floats to an AVX-512 vector) from a polynomial and simd_exp.hpp's exp_float.
+// Only the exp's argument (−x²/2, −2|u|) is computed in double lanes and handed over as a float
+// pair, since e^v's relative error is |v| times v's. Measured over 23.7 million float32 (every 97th
+// in [−20, 20], every 4099th bit pattern of the whole range, subnormals included) against the exact
+// functions in long double (std::erfc, std::exp; tests/core/gelu_test.cpp):
+//   "none": y within 5.77 ulp, dx 5.70;   "tanh": y within 3.10 ulp, dx 6.32,
 // dx's ulp taken at |c| + |x c'| where dx cancels to 0 (GELU's minimum, x ≈ −0.7518). That is
 // more accurate than ½x(1 + erf(x/√2)) in float (PyTorch's kernel), which loses every digit of a
-// small Φ(x) for x ≲ −4.
+// small Φ(x) for x ≲ −4. (The double-lane kernels before these were within 0.53 ulp.)
 //
-// Each formula is written once, for a lane of doubles or one double (simd_lanes.hpp); with no FMA
+// Each formula is written once, for a lane of floats or one float (simd_lanes.hpp); with no FMA
 // contraction (tg_add_isa_kernels) every level rounds each operation alike, so the results are
 // bitwise identical across levels, lanes and the scalar tail, and across thread counts (each
 // element is computed on its own).
@@ -37,100 +38,135 @@ namespace tg::detail::TG_ISA {
 
 namespace {
 
-// erfc(z) for z ≥ 0 (and +∞), given e^(−z²): erfc(z) = t · G(s) · e^(−z²) with t = 1/(1 + z/2) and
-// s = 2t − 1 ∈ (−1, 1] (the variable of Numerical Recipes' erfcc), and our own G = e^(z²) erfc(z) / t,
-// smooth on [−1, 1] and never 0: degree 12, a least-squares fit in relative error at 20,000
-// Chebyshev nodes against torch.special.erfcx in float64. Relative error of erfc below 1.3e-9 for
-// every z ≥ 0.
-template <typename D>
-D erfc_nonnegative(D z, D exp_minus_z_squared) {
-  constexpr std::array<double, 13> kScaledErfc{
-      -9.2858521412652418e-06, -1.4586321680191164e-06, 7.0005550503938216e-05, -3.2591187631987875e-05,
-      -0.00033068941703106648, 0.00042666049084625691,  0.0015453784436636675,  -0.0032416979372440029,
-      -0.010755424474042456,   0.018221356312462779,    0.13973605867870029,    0.34358033435997021,
-      0.51079135240792606,
+// erfc(z) e^(z²) for z ≥ 0 (and +∞): t · G(s), t = 1/(1 + z/2) and s = 2t − 1 ∈ (−1, 1] (the variable
+// of Numerical Recipes' erfcc), with our own G = e^(z²) erfc(z) / t, smooth on [−1, 1] and never 0:
+// degree 12, a least-squares fit in relative error at 20,000 Chebyshev nodes against
+// torch.special.erfcx in float64 (relative error below 1.3e-9, far below float's), evaluated in float.
+template <typename F>
+F scaled_erfc_nonnegative(F z) {
+  constexpr std::array<float, 13> kScaledErfc{
+      -9.2858521412652418e-06f, -1.4586321680191164e-06f, 7.0005550503938216e-05f, -3.2591187631987875e-05f,
+      -0.00033068941703106648f, 0.00042666049084625691f,  0.0015453784436636675f,  -0.0032416979372440029f,
+      -0.010755424474042456f,   0.018221356312462779f,    0.13973605867870029f,    0.34358033435997021f,
+      0.51079135240792606f,
   };  // G's coefficients, highest power of s first
-  const D t = 1.0 / (1.0 + 0.5 * z);
-  const D s = 2.0 * t - 1.0;
-  D scaled = D{} + kScaledErfc[0];
-  for (size_t i = 1; i < kScaledErfc.size(); ++i) scaled = scaled * s + kScaledErfc[i];
-  return t * scaled * exp_minus_z_squared;
+  const F t = 1.0f / (1.0f + 0.5f * z);
+  const F s = 2.0f * t - 1.0f;
+  F scaled = F{} + kScaledErfc[0];
+  for (std::size_t i = 1; i < kScaledErfc.size(); ++i) scaled = scaled * s + kScaledErfc[i];
+  return t * scaled;
 }
 
-// approximate = "none": c = Φ, the standard normal CDF. Both Φ and φ need e^(−x²/2) (the
-// argument is exact: x is a widened float), so the backward computes it once.
+// Each form gives y = x c(x) and gelu' = c + x c' from x and e, the one exponential both need,
+// passed as scaled_e = e · 2^32 (exp_float<kScale>). Where the result is tiny (x ≲ −9), e is
+// subnormal or close to it, so scaled_e is multiplied in last and the 2^−32 after it: e itself, or
+// an earlier product, would go subnormal and lose the digits that y keeps as a normal float.
+constexpr int kScale = 32;
+constexpr float kUnscale = 0x1p-32f;
+
+// approximate = "none": c = Φ, the standard normal CDF, and e = e^(−x²/2) (its argument is exact in
+// double, x being a float). With h = ½ erfc(|x|/√2) e^(x²/2):
+//   Φ(x) = h e for x < 0 (no cancellation, unlike ½(1 + erf), so a tiny Φ keeps its digits),
+//   1 − h e for x ≥ 0;   gelu' = Φ(x) + x φ(x), φ(x) = e/√(2π).
 struct ErfGelu {
-  // Φ(x) = ½ erfc(|x|/√2) for x < 0 (no cancellation, unlike ½(1 + erf), so a tiny Φ keeps its
-  // digits), 1 − ½ erfc(x/√2) for x ≥ 0.
+  static constexpr float kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
   template <typename D>
-  static D cdf(D x, D gaussian) {
-    const D half_erfc = 0.5 * erfc_nonnegative(absolute(x) * (std::numbers::sqrt2 / 2), gaussian);
-    return select(x < 0.0, half_erfc, 1.0 - half_erfc);
+  static D exponent(D x) {
+    return x * x * -0.5;  // −x²/2
   }
-  template <typename D>
-  static D gaussian(D x) {
-    return exp_nonpositive(x * x * -0.5);  // e^(−x²/2)
+  template <typename F>
+  static F half_scaled_erfc(F x) {
+    return 0.5f * scaled_erfc_nonnegative(absolute(x) * (std::numbers::sqrt2_v<float> / 2));
   }
-  template <typename D>
-  static D cdf(D x) {
-    return cdf(x, gaussian(x));
+  template <typename F>
+  static F value(F x, F scaled_e) {
+    const F h = half_scaled_erfc(x), e = scaled_e * kUnscale;
+    return select(x < 0.0f, ((x * h) * scaled_e) * kUnscale, x * (1.0f - h * e));
   }
-  // gelu' = Φ(x) + x φ(x), φ(x) = e^(−x²/2)/√(2π).
-  template <typename D>
-  static D derivative(D x) {
-    const D e = gaussian(x);
-    return cdf(x, e) + x * (e * (std::numbers::inv_sqrtpi / std::numbers::sqrt2));
+  template <typename F>
+  static F derivative(F x, F scaled_e) {
+    const F h = half_scaled_erfc(x), e = scaled_e * kUnscale;
+    return select(x < 0.0f, ((h + x * kInvSqrt2Pi) * scaled_e) * kUnscale, (1.0f - h * e) + x * (e * kInvSqrt2Pi));
   }
 };
 
-// approximate = "tanh": c = ½(1 + tanh u) = σ(2u), and ½(1 − tanh u) = σ(−2u), both from one
-// e = e^(−2|u|) ≤ 1 (no overflow): σ(2|u|) = 1/(1 + e), σ(−2|u|) = e/(1 + e).
+// approximate = "tanh": c = ½(1 + tanh u) = σ(2u), u = β(x + κx³) with x's sign, and ½(1 − tanh u) =
+// σ(−2u), both from one e = e^(−2|u|) ≤ 1 (no overflow): with a = σ(2|u|) = 1/(1 + e),
+//   σ(2u) = a e for u < 0, a for u ≥ 0;   σ(2u) σ(−2u) = a² e;
+//   gelu' = σ(2u) + x · 2 σ(2u) σ(−2u) · β (1 + 3κ x²)   (1 − tanh² u = 4 σ(2u) σ(−2u)).
 struct TanhGelu {
   static constexpr double kBeta = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // √(2/π)
   static constexpr double kKappa = 0.044715;
+  // −2|u| in double: in float its rounding (and κ's) would cost |2u| · 2^−24 relative in e, 45 ulp
+  // where σ(2u) is still a normal float.
   template <typename D>
-  struct Sigmoids {
-    D of_2u, of_minus_2u, x_squared;
-  };
-  template <typename D>
-  static Sigmoids<D> sigmoids(D x) {
-    const D x_squared = x * x;
-    const D u = kBeta * (x + kKappa * (x_squared * x));
-    const D e = exp_nonpositive(-2.0 * absolute(u));
-    const D of_abs = 1.0 / (1.0 + e), of_minus_abs = e * of_abs;
-    const auto u_negative = u < 0.0;
-    return {select(u_negative, of_minus_abs, of_abs), select(u_negative, of_abs, of_minus_abs), x_squared};
+  static D exponent(D x) {
+    return -2.0 * absolute(kBeta * (x + kKappa * (x * x * x)));
   }
-  template <typename D>
-  static D cdf(D x) {
-    return sigmoids(x).of_2u;
+  template <typename F>
+  static F value(F x, F scaled_e) {
+    const F a = 1.0f / (1.0f + scaled_e * kUnscale);
+    return select(x < 0.0f, ((x * a) * scaled_e) * kUnscale, x * a);
   }
-  // gelu' = σ(2u) + x · 2 σ(2u) σ(−2u) · β (1 + 3κ x²)   (1 − tanh² u = 4 σ(2u) σ(−2u))
-  template <typename D>
-  static D derivative(D x) {
-    const Sigmoids<D> s = sigmoids(x);
-    return s.of_2u + x * (2.0 * s.of_2u * s.of_minus_2u) * (kBeta * (1.0 + 3.0 * kKappa * s.x_squared));
+  template <typename F>
+  static F derivative(F x, F scaled_e) {
+    constexpr float kBetaFloat = kBeta, kThreeKappa = 3 * kKappa;
+    const F e = scaled_e * kUnscale, a = 1.0f / (1.0f + e);
+    const F slope_over_e = x * (2.0f * a * a) * (kBetaFloat * (1.0f + kThreeKappa * (x * x)));  // x c' / e
+    return select(x < 0.0f, ((a + slope_over_e) * scaled_e) * kUnscale, a + slope_over_e * e);
   }
 };
 
-// x: [n] -> y: [n], y = x · c(x).
+// Form::exponent(x) computed in double and split into a float pair, high + low: the argument that
+// exp_float takes. x is a float or a vector of at most 8 (whose doubles fill one 64-byte register);
+// a vector of 16 goes in two halves, so that GCC keeps every operation at full register width.
+template <typename Form, typename F>
+[[gnu::always_inline]] inline ExactSum<F> exponent_as_float_pair(F x) {
+  if constexpr (std::is_same_v<F, float>) {
+    const double exponent = Form::exponent(static_cast<double>(x));
+    const float high = static_cast<float>(exponent);
+    return {high, static_cast<float>(exponent - high)};
+  } else if constexpr (sizeof(F) <= 32) {
+    using Wide = typename VectorLane<float, sizeof(F)>::Wide;
+    const Wide exponent = Form::exponent(__builtin_convertvector(x, Wide));
+    const F high = __builtin_convertvector(exponent, F);
+    return {high, __builtin_convertvector(exponent - __builtin_convertvector(high, Wide), F)};
+  } else {
+    const auto low_half = exponent_as_float_pair<Form>(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7));
+    const auto high_half = exponent_as_float_pair<Form>(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15));
+    const auto join = [](auto first, auto second) {
+      return __builtin_shufflevector(first, second, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    };
+    return {join(low_half.value, high_half.value), join(low_half.error, high_half.error)};
+  }
+}
+
+// e^(Form::exponent(x)) · 2^kScale for a lane of floats, within exp_float's 1.05 ulp.
+template <typename Form, typename F>
+[[gnu::always_inline]] inline F exp_term(F x) {
+  const ExactSum<F> exponent = exponent_as_float_pair<Form>(x);
+  return exp_float<kScale>(exponent.value, exponent.error);
+}
+
+// x: [n] -> y: [n], y = gelu(x) = x · c(x).
 template <typename Form>
 void gelu_forward(const float* x, float* y, int64_t n) {
   parallel_for(n, kElementwiseGrain, [=](int64_t begin, int64_t end) {
     for_each_lane<float>(end - begin, [&](auto at) {
-      const auto y_wide = in_register_halves(at.wide(x + begin), [](auto x_wide) { return x_wide * Form::cdf(x_wide); });
-      at.store(y + begin, to_float<decltype(at)>(y_wide));
+      const auto x_lane = at(x + begin);
+      at.store(y + begin, Form::value(x_lane, exp_term<Form>(x_lane)));
     });
   });
 }
 
-// grad_output, x: [n] -> grad_input: [n] = grad_output · gelu'(x), rounded once.
+// grad_output, x: [n] -> grad_input: [n] = grad_output · gelu'(x).
 template <typename Form>
 void gelu_backward(const float* grad_output, const float* x, float* grad_input, int64_t n) {
   parallel_for(n, kElementwiseGrain, [=](int64_t begin, int64_t end) {
     for_each_lane<float>(end - begin, [&](auto at) {
-      const auto derivative = in_register_halves(at.wide(x + begin), [](auto x_wide) { return Form::derivative(x_wide); });
-      at.store(grad_input + begin, to_float<decltype(at)>(at.wide(grad_output + begin) * derivative));
+      const auto x_lane = at(x + begin);
+      const auto derivative = Form::derivative(x_lane, exp_term<Form>(x_lane));
+      at.store(grad_input + begin, at(grad_output + begin) * derivative);
     });
   });
 }

@@ -74,7 +74,7 @@ void softmax_forward(const T* x, T* y, const AlongDim& layout) {
     const T* in = x + start;
     T* out = y + start;
     if constexpr (kFloatRow<T, decltype(stride)>) {
-      // the same steps, with e_k = exp(x_k − m) in double lanes, rounded to float once
+      // the same steps, with e_k = exp(x_k − m) in float lanes (within 1.05 ulp)
       const float* in_row = float_row<decltype(stride)>(in);
       float* out_row = float_row<decltype(stride)>(out);
       const detail::ExpRowKernels& kernels = detail::exp_row_kernels_for_cpu();
