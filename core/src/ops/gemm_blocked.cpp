@@ -1,0 +1,199 @@
+// The large-product GEMM: GotoBLAS's three blocked loops and our own packing, around BLIS's
+// micro-kernel of the chosen context.
+//
+// Why not bli_?gemm_ex: BLIS 0.9 packs op(A) into micro-panels of MR rows with a packm kernel of
+// that MR, and has them only up to 31 rows; skx's sgemm MR is 32, so it falls back to
+// bli_sscal2v, one scalar element per call (10% of a fashion_mnist epoch, bench/README.md). Here
+// the packing is a plain copy or a cache-blocked transposition that the compiler vectorises, and
+// BLIS still does all the arithmetic.
+//
+// The loops, for the kernel's problem C'[m, n] = A'[m, K] · B'[K, n]:
+//   for jc in n step NC:              B' block [KC, NC] packed into panels of NR columns (L3)
+//     for pc in K step KC:
+//       for ic in m step MC:          A' block [MC, KC] packed into panels of MR rows (L2)
+//         for jr, ir:                 C'[MR, NR] += A' panel · B' panel (the micro-kernel, L1)
+#include "ops/gemm_blocked.hpp"
+
+#include <algorithm>
+#include <new>
+#include <type_traits>
+
+#include "parallel_for.hpp"
+#include "tapegrad/error.hpp"
+
+namespace tg::detail {
+
+namespace {
+
+// A strided matrix view: element (i, p) at data[i * row_step + p * col_step].
+template <typename T>
+struct Strided {
+  const T* data;
+  int64_t row_step, col_step;
+  Strided transposed() const { return {data, col_step, row_step}; }
+  Strided at(int64_t i, int64_t p) const { return {data + i * row_step + p * col_step, row_step, col_step}; }
+};
+
+// Columns of one transposition block: 16 destination lines (one per column) stay in L1 while the
+// rows are read, so each source row is read as one contiguous run.
+constexpr int64_t kTransposeBlock = 16;
+
+// Packs `source` rows [0, rows), columns [0, depth) into micro-panels of `panel_rows` rows, BLIS's
+// packed layout: panel q holds rows q·panel_rows.., element (r, p) at packed + q·panel_step +
+// p·pack_rows + r. Rows beyond `rows` in the last panel are zero, so the micro-kernel may always
+// run on full panels.
+template <typename T>
+void pack_panels(Strided<T> source, int64_t rows, int64_t depth, int64_t panel_rows, int64_t pack_rows,
+                 int64_t panel_step, T* packed) {
+  for (int64_t i0 = 0; i0 < rows; i0 += panel_rows) {
+    const int64_t height = std::min(panel_rows, rows - i0);
+    const Strided<T> panel = source.at(i0, 0);
+    T* out = packed + i0 / panel_rows * panel_step;
+    if (panel.row_step == 1) {
+      // The panel's columns are contiguous: one copy per column.
+      for (int64_t p = 0; p < depth; ++p) {
+        const T* column = panel.data + p * panel.col_step;
+        T* to = out + p * pack_rows;
+        for (int64_t r = 0; r < height; ++r) to[r] = column[r];
+        for (int64_t r = height; r < pack_rows; ++r) to[r] = T(0);
+      }
+    } else {
+      // Its rows are contiguous (op(A) = A row-major, or a transposed B): a transposition, in
+      // blocks of kTransposeBlock columns.
+      for (int64_t p0 = 0; p0 < depth; p0 += kTransposeBlock) {
+        const int64_t width = std::min(kTransposeBlock, depth - p0);
+        for (int64_t r = 0; r < height; ++r) {
+          const T* row = panel.data + r * panel.row_step + p0 * panel.col_step;
+          T* to = out + p0 * pack_rows + r;
+          for (int64_t p = 0; p < width; ++p) to[p * pack_rows] = row[p * panel.col_step];
+        }
+        for (int64_t p = p0; p < p0 + width; ++p)
+          for (int64_t r = height; r < pack_rows; ++r) out[p * pack_rows + r] = T(0);
+      }
+    }
+  }
+}
+
+// A 64-byte-aligned buffer that keeps its largest size: one per thread, so a GEMM allocates (and
+// page-faults) only when a product needs more than any before it on this thread.
+struct PackBuffer {
+  void* data = nullptr;
+  size_t bytes = 0;
+  PackBuffer() = default;
+  PackBuffer(const PackBuffer&) = delete;
+  PackBuffer& operator=(const PackBuffer&) = delete;
+  ~PackBuffer() { ::operator delete(data, std::align_val_t{64}); }
+  template <typename T>
+  T* get(int64_t count) {
+    const size_t needed = static_cast<size_t>(count) * sizeof(T);
+    if (needed > bytes) {
+      ::operator delete(data, std::align_val_t{64});
+      data = nullptr;
+      bytes = 0;
+      data = ::operator new(needed, std::align_val_t{64});
+      bytes = needed;
+    }
+    return static_cast<T*>(data);
+  }
+};
+
+// BLIS's micro-kernel type: C[MR, NR] = α·A panel·B panel + β·C.
+template <typename T>
+using MicroKernel = std::conditional_t<std::is_same_v<T, float>, sgemm_ukr_ft, dgemm_ukr_ft>;
+
+// The largest micro-tile (MR · NR) of any BLIS configuration (skx sgemm: 32 × 12).
+constexpr int64_t kMaxMicroTile = 1024;
+
+}  // namespace
+
+template <typename T>
+void blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
+                  int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+  constexpr num_t dt = std::is_same_v<T, float> ? BLIS_FLOAT : BLIS_DOUBLE;
+  const auto micro_kernel = reinterpret_cast<MicroKernel<T>>(bli_cntx_get_l3_nat_ukr_dt(dt, BLIS_GEMM_UKR, context));
+  const int64_t MR = bli_cntx_get_blksz_def_dt(dt, BLIS_MR, context);
+  const int64_t NR = bli_cntx_get_blksz_def_dt(dt, BLIS_NR, context);
+  // The packed panels' leading dimensions, which BLIS's tables may pad beyond MR and NR.
+  const int64_t pack_mr = bli_cntx_get_blksz_max_dt(dt, BLIS_MR, context);
+  const int64_t pack_nr = bli_cntx_get_blksz_max_dt(dt, BLIS_NR, context);
+  const int64_t KC = bli_cntx_get_blksz_def_dt(dt, BLIS_KC, context);
+  const int64_t MC = bli_cntx_get_blksz_def_dt(dt, BLIS_MC, context);
+  const int64_t NC = bli_cntx_get_blksz_def_dt(dt, BLIS_NC, context);
+  check(MR * NR <= kMaxMicroTile, "gemm", "BLIS micro-tile ", MR, "x", NR, " is larger than ", kMaxMicroTile);
+
+  // op(A)[i, k] and op(B)[k, j] as strided views of the stored row-major matrices.
+  const Strided<T> op_a{A, trans_a ? 1 : lda, trans_a ? lda : 1};
+  const Strided<T> op_b{B, trans_b ? 1 : ldb, trans_b ? ldb : 1};
+  // A micro-kernel that keeps columns of C in its registers (skx) writes a column-major C fastest:
+  // then it computes Cᵀ = op(B)ᵀ·op(A)ᵀ, as BLIS itself does, with C row-major seen as Cᵀ
+  // column-major. The packed operands are A' by rows and B' by columns, both as "panel rows".
+  const bool transpose_c = bli_cntx_l3_nat_ukr_prefers_cols_dt(dt, BLIS_GEMM_UKR, context);
+  const Strided<T> a_rows = transpose_c ? op_b.transposed() : op_a;  // A'[m, K]
+  const Strided<T> b_columns = transpose_c ? op_a : op_b.transposed();  // B'ᵀ[n, K]
+  const int64_t m = transpose_c ? N : M, n = transpose_c ? M : N;
+  const inc_t rs_c = transpose_c ? 1 : ldc, cs_c = transpose_c ? ldc : 1;
+
+  // Per-thread buffers sized by this product's blocks (never BLIS's whole MC × KC when smaller).
+  thread_local PackBuffer a_buffer, b_buffer;
+  const int64_t a_panel_step = std::min(KC, K) * pack_mr, b_panel_step = std::min(KC, K) * pack_nr;
+  T* a_packed = a_buffer.get<T>(ceil_div(std::min(MC, m), MR) * a_panel_step);
+  T* b_packed = b_buffer.get<T>(ceil_div(std::min(NC, n), NR) * b_panel_step);
+  alignas(64) T edge[kMaxMicroTile];  // an edge tile, MR × NR in the kernel's preferred storage
+  const inc_t edge_rs = transpose_c ? 1 : NR, edge_cs = transpose_c ? MR : 1;
+
+  T one = T(1), zero = T(0);
+  auxinfo_t aux{};
+  bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux);
+  bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
+  bli_auxinfo_set_is_a(1, &aux);
+  bli_auxinfo_set_is_b(1, &aux);
+  for (int64_t jc = 0; jc < n; jc += NC) {
+    const int64_t nc = std::min(NC, n - jc);
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      const int64_t kc = std::min(KC, K - pc);
+      // The first K block overwrites C unless accumulating; the later ones add to it.
+      T* beta = pc == 0 && !accumulate ? &zero : &one;
+      pack_panels(b_columns.at(jc, pc), nc, kc, NR, pack_nr, kc * pack_nr, b_packed);
+      bli_auxinfo_set_ps_b(kc * pack_nr, &aux);
+      for (int64_t ic = 0; ic < m; ic += MC) {
+        const int64_t mc = std::min(MC, m - ic);
+        pack_panels(a_rows.at(ic, pc), mc, kc, MR, pack_mr, kc * pack_mr, a_packed);
+        bli_auxinfo_set_ps_a(kc * pack_mr, &aux);
+        const int64_t a_panels = ceil_div(mc, MR), b_panels = ceil_div(nc, NR);
+        for (int64_t jr = 0; jr < b_panels; ++jr) {
+          T* b_panel = b_packed + jr * kc * pack_nr;
+          for (int64_t ir = 0; ir < a_panels; ++ir) {
+            T* a_panel = a_packed + ir * kc * pack_mr;
+            // The panels the kernel may prefetch next: the next of A, or the first with the next B.
+            const bool last_a = ir + 1 == a_panels;
+            bli_auxinfo_set_next_a(last_a ? a_packed : a_panel + kc * pack_mr, &aux);
+            bli_auxinfo_set_next_b(last_a && jr + 1 < b_panels ? b_panel + kc * pack_nr : b_panel, &aux);
+            const int64_t i0 = ic + ir * MR, j0 = jc + jr * NR;
+            const int64_t rows = std::min(MR, m - i0), cols = std::min(NR, n - j0);
+            T* c = C + i0 * rs_c + j0 * cs_c;
+            if (rows == MR && cols == NR) {
+              micro_kernel(MR, NR, kc, &one, a_panel, b_panel, beta, c, rs_c, cs_c, &aux, context);
+              continue;
+            }
+            // An edge: the full tile into `edge` (its padding rows and columns are zero products),
+            // then only the part inside C, added as the kernel would (c·β + ab, β ∈ {0, 1}).
+            micro_kernel(MR, NR, kc, &one, a_panel, b_panel, &zero, edge, edge_rs, edge_cs, &aux, context);
+            for (int64_t i = 0; i < rows; ++i)
+              for (int64_t j = 0; j < cols; ++j) {
+                T& to = c[i * rs_c + j * cs_c];
+                const T product = edge[i * edge_rs + j * edge_cs];
+                to = beta == &zero ? product : to + product;
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+template void blocked_gemm<float>(cntx_t*, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
+                                  int64_t, float*, int64_t, bool);
+template void blocked_gemm<double>(cntx_t*, bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
+                                   const double*, int64_t, double*, int64_t, bool);
+
+}  // namespace tg::detail
