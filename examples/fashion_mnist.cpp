@@ -92,26 +92,10 @@ Split read_split(const std::string& directory, const std::string& prefix) {
           tg::data::read_idx(find_idx(directory, prefix + "-labels-idx1-ubyte"))};
 }
 
-// Pixels to [0, 1], then standardised with the training images' mean and (unbiased) standard
-// deviation, as torchvision's ToTensor and Normalize(mean, std) do, but once for the whole set
-// rather than per sample in every epoch.
-struct Normalisation {
-  double mean;
-  double std;
-};
-
-Normalisation measure(const tg::Tensor& train_images) {
-  return {train_images.mean().item() / 255.0, std::sqrt(train_images.var().item()) / 255.0};
-}
-
-// Taken by value and replaced step by step, so that each step's result can reuse a buffer that is
-// already free (tapegrad's block cache) rather than page-faulting in 188 MB more.
-tg::Tensor normalise(tg::Tensor images, const Normalisation& n) {
-  images = images - 255.0 * n.mean;
-  images = images / (255.0 * n.std);
-  return images;
-}
-
+// Standardised with the training images' mean and (unbiased) standard deviation, as torchvision's
+// ToTensor and Normalize(mean, std) do, but once for the whole set rather than per sample in every
+// epoch, and in place: a copy of the 188 MB of training images would cost more to page in than
+// the arithmetic. The moments are those of the pixels 0 ... 255; printed, they are scaled to [0, 1].
 struct Epoch {
   double train_loss = 0.0;      // mean over the epoch's samples, with dropout and label smoothing
   double train_accuracy = 0.0;  // of the training batches' predictions, as they were trained on
@@ -342,9 +326,9 @@ int train(const Settings& settings, examples::Job& job) {
     const tg::Tensor first = tg::tensor(first_rows, {settings.limit}, tg::kInt64);
     train = {train.images.index_select(0, first), train.labels.index_select(0, first)};
   }
-  const Normalisation normalisation = measure(train.images);
-  train.images = normalise(std::move(train.images), normalisation);
-  test.images = normalise(std::move(test.images), normalisation);
+  const tg::data::Moments pixels = tg::data::moments(train.images);
+  tg::data::normalize_(train.images, pixels.mean, pixels.stddev);
+  tg::data::normalize_(test.images, pixels.mean, pixels.stddev);
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
 
   // Distributed: each rank evaluates every world_size-th test image (no padding, unlike the
@@ -379,8 +363,8 @@ int train(const Settings& settings, examples::Job& job) {
   job.replicate(model);
   tg::optim::AdamW optimizer(model.parameters(), {.lr = settings.lr, .weight_decay = settings.weight_decay});
   // Per step: a linear warm-up from lr/100 over the warm-up epochs, then half a cosine down to 0.
-  // (Without a warm-up no LinearLR is built at all: its construction would lower the lr that the
-  // cosine then starts from.)
+  // Both start from AdamW's lr (the optimizer's initial_lr), whatever the warm-up's constructor
+  // set. Without a warm-up there is no LinearLR (it needs total_iters >= 1).
   // Distributed: the steps of a rank's share (equal on every rank), the last batch possibly short.
   const int64_t steps_per_epoch =
       job.distributed() ? (sampler.size() + settings.batch - 1) / settings.batch : train_loader.size();
@@ -397,7 +381,7 @@ int train(const Settings& settings, examples::Job& job) {
     std::printf("%s: %lld training / %lld test images (mean %.4f, std %.4f after scaling to [0, 1]; read in %.2f s), "
                 "%lld epochs of %lld batches of %lld, %d threads\n",
                 kProgram, static_cast<long long>(train.labels.size(0)),
-                static_cast<long long>(test_images), normalisation.mean, normalisation.std,
+                static_cast<long long>(test_images), pixels.mean / 255, pixels.stddev / 255,
                 load_seconds, static_cast<long long>(settings.epochs), static_cast<long long>(steps_per_epoch),
                 static_cast<long long>(settings.batch), tg::get_num_threads());
     if (job.distributed())

@@ -12,6 +12,7 @@
 
 #include "dispatch.hpp"
 #include "io/file.hpp"
+#include "parallel_for.hpp"
 
 namespace tg::data {
 
@@ -101,9 +102,13 @@ Tensor decode(const unsigned char* bytes, const Shape& shape, const IdxType& typ
   const int64_t count = out.numel();
   tg::detail::dispatch_all(kOp, dtype, [&]<typename T>() {
     T* values = out.mutable_data<T>();
+    // In parallel chunks: the first write to each page of a fresh tensor of hundreds of MB costs
+    // more than the conversion (the kernel clears the page), and both threads can take faults.
     auto fill = [&]<typename Stored>() {
-      for (int64_t i = 0; i < count; ++i)
-        values[i] = static_cast<T>(load_big_endian<Stored>(bytes + static_cast<size_t>(i) * sizeof(Stored)));
+      tg::detail::parallel_for(count, tg::detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          values[i] = static_cast<T>(load_big_endian<Stored>(bytes + static_cast<size_t>(i) * sizeof(Stored)));
+      });
     };
     switch (type.code) {
       case 0x08: fill.template operator()<uint8_t>(); break;

@@ -1,14 +1,12 @@
 #include "tapegrad/optim/adam.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <utility>
 
+#include "adam_kernels.hpp"
 #include "dispatch.hpp"
-#include "kernel_flags.hpp"
 #include "option_values.hpp"
 #include "param_state.hpp"
-#include "parallel_for.hpp"
 #include "tensor_impl.hpp"
 
 namespace tg::optim {
@@ -56,57 +54,6 @@ OptionValues adam_option_values(const Options& options) {
           {"maximize", options.maximize}};
 }
 
-// The scalars of one step as T. Each is computed in double, then rounded once, as PyTorch computes
-// them in Python and its kernels round a Scalar to the tensor's dtype.
-template <typename T>
-struct AdamCoefficients {
-  T grad_sign;  // -1 to maximize: -g is exactly -1 * g
-  T beta1, one_minus_beta1;
-  T beta2, one_minus_beta2;
-  T weight_decay;           // Adam's L2 penalty (used only when non-zero: 0 * p is NaN for an infinite p)
-  T decay_factor;           // AdamW's 1 - lr * weight_decay; 1 for Adam (p * 1 is p, even inf or NaN)
-  T bias_correction2_sqrt;  // sqrt(1 - beta2^t)
-  T eps;
-  T neg_step_size;          // -lr / (1 - beta1^t)
-};
-
-// One fused pass over a parameter, in PyTorch's order of operations (so float64 agrees to the last
-// few bits: PyTorch's vectorised add_ with alpha fuses a multiply-add, the only difference).
-// param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq: [numel], distinct buffers; max_exp_avg_sq is
-// read only with kAmsgrad. The options that change which operations run are template flags, so
-// that the loop has no branches and vectorises. Elements are independent: the result does not
-// depend on how chunks are scheduled.
-template <typename T, bool kL2, bool kAmsgrad>
-void adam_update(int64_t numel, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, T* max_exp_avg_sq,
-                 const AdamCoefficients<T>& c) {
-  detail::parallel_for(numel, detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    T* __restrict p = param + begin;
-    const T* __restrict gradient = grad + begin;
-    T* __restrict m = exp_avg + begin;
-    T* __restrict v = exp_avg_sq + begin;
-    T* __restrict v_max = kAmsgrad ? max_exp_avg_sq + begin : nullptr;
-    for (int64_t i = 0; i < end - begin; ++i) {
-      T g = c.grad_sign * gradient[i];
-      if constexpr (kL2) g = g + c.weight_decay * p[i];  // Adam: grad.add(param, alpha=weight_decay)
-      const T decayed = p[i] * c.decay_factor;            // AdamW: param.mul_(1 - lr * weight_decay)
-      // m = m * beta1 + (1 - beta1) * g: exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-      const T m_new = m[i] * c.beta1 + c.one_minus_beta1 * g;
-      // v = v * beta2 + ((1 - beta2) * g) * g: exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-      const T v_new = v[i] * c.beta2 + c.one_minus_beta2 * g * g;
-      m[i] = m_new;
-      v[i] = v_new;
-      T second_moment = v_new;
-      if constexpr (kAmsgrad) {
-        second_moment = std::max(v_max[i], v_new);  // torch.maximum(max_exp_avg_sq, exp_avg_sq)
-        v_max[i] = second_moment;
-      }
-      // p += ((-step_size) * m) / denom: param.addcdiv_(exp_avg, denom, value=-step_size)
-      const T denom = std::sqrt(second_moment) / c.bias_correction2_sqrt + c.eps;
-      p[i] = decayed + c.neg_step_size * m_new / denom;
-    }
-  });
-}
-
 // Adam's update (decoupled = false) or AdamW's (decoupled = true) of one parameter.
 template <typename Options>
 void adam_step(const char* op, const Options& options, bool decoupled, Tensor& param, const Tensor& grad,
@@ -120,7 +67,7 @@ void adam_step(const char* op, const Options& options, bool decoupled, Tensor& p
   const double bias_correction1 = 1 - std::pow(beta1, step);
   const double bias_correction2 = 1 - std::pow(beta2, step);
   detail::dispatch_floating(op, param.dtype(), [&]<typename T>() {
-    const AdamCoefficients<T> coefficients{
+    const isa::AdamCoefficients<T> coefficients{
         .grad_sign = static_cast<T>(options.maximize ? -1.0 : 1.0),
         .beta1 = static_cast<T>(beta1),
         .one_minus_beta1 = static_cast<T>(1 - beta1),
@@ -133,13 +80,10 @@ void adam_step(const char* op, const Options& options, bool decoupled, Tensor& p
         .neg_step_size = static_cast<T>(-(options.lr / bias_correction1)),
     };
     T* max_data = max_exp_avg_sq != nullptr ? max_exp_avg_sq->mutable_data<T>() : nullptr;
-    kernel_flags::with_flags(
-        [&]<bool kL2, bool kAmsgrad>() {
-          adam_update<T, kL2, kAmsgrad>(param.numel(), param.mutable_data<T>(), grad.data<T>(),
-                                        exp_avg.mutable_data<T>(), exp_avg_sq.mutable_data<T>(), max_data,
-                                        coefficients);
-        },
-        !decoupled && options.weight_decay != 0, options.amsgrad);
+    isa::adam_kernels_for_cpu().of<T>().update(param.numel(), param.mutable_data<T>(), grad.data<T>(),
+                                               exp_avg.mutable_data<T>(), exp_avg_sq.mutable_data<T>(), max_data,
+                                               coefficients, !decoupled && options.weight_decay != 0,
+                                               options.amsgrad);
   });
   tg::detail::bump_version(param);  // a backward that saved param before this step must refuse it
 }

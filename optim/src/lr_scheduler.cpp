@@ -19,6 +19,18 @@ std::vector<double> optimizer_lrs(const Optimizer& optimizer) {
   return lrs;
 }
 
+// PyTorch's _LRScheduler.__init__: group.setdefault("initial_lr", group["lr"]), and base_lrs are
+// the initial_lrs. So every scheduler of a group starts from the lr the group had before the first
+// of them, not from what the schedulers built before it set.
+std::vector<double> initial_lrs(Optimizer& optimizer) {
+  std::vector<double> lrs;
+  for (size_t group = 0; group < optimizer.param_group_count(); ++group) {
+    if (!optimizer.initial_lr(group)) optimizer.set_initial_lr(group, optimizer.lr(group));
+    lrs.push_back(*optimizer.initial_lr(group));
+  }
+  return lrs;
+}
+
 // gamma > 0 is false for NaN; an infinite gamma would turn the lr into inf, then NaN, at the first decay.
 void check_gamma(const char* op, double gamma) {
   check(gamma > 0, op, "expected gamma > 0, got ", gamma);
@@ -84,29 +96,51 @@ void LRScheduler::restore(const SchedulerStateDict& state_dict) {
 // --- EpochLRScheduler ----------------------------------------------------------------------------
 
 EpochLRScheduler::EpochLRScheduler(Optimizer& optimizer, const char* name)
-    : LRScheduler(optimizer, name, optimizer_lrs(optimizer)) {}
+    : LRScheduler(optimizer, name, initial_lrs(optimizer)) {}
 
-void EpochLRScheduler::start() {
-  std::vector<double> lrs;
-  for (double base_lr : base_lrs()) lrs.push_back(lr_at(base_lr, 0));
-  set_lrs(lrs, 0);
-  on_epoch(0);
-}
+void EpochLRScheduler::start() { advance_to(0); }
 
 void EpochLRScheduler::step() try {
   check_group_count();
-  const int64_t epoch = last_epoch() + 1;
-  std::vector<double> lrs;
-  for (double base_lr : base_lrs()) lrs.push_back(lr_at(base_lr, epoch));
-  set_lrs(lrs, epoch);
-  on_epoch(epoch);
+  advance_to(last_epoch() + 1);
 } catch (...) {
   tg::detail::rethrow_out_of_memory_as(name());
 }
 
+// Chained, the lr is this schedule's value times the factor by which the optimizer's lr now
+// differs from this schedule's previous value (base_lr before epoch 0): what the other schedulers
+// did since. Alone, that factor is x / x = 1 exactly, and the lr is the closed form to the bit.
+// PyTorch's chainable get_lr multiplies the current lr by this schedule's ratio of consecutive
+// values instead, which is the same product rounded in another order. Where the previous value
+// is 0 (a cosine at eta_min = 0) no factor can be read, and the closed form is taken.
+void EpochLRScheduler::advance_to(int64_t epoch) {
+  std::vector<double> lrs;
+  for (size_t group = 0; group < base_lrs().size(); ++group) {
+    const double base_lr = base_lrs()[group];
+    double lr = lr_at(base_lr, epoch);
+    if (chainable()) {
+      const double own_previous = epoch == 0 ? base_lr : lr_at(base_lr, epoch - 1);
+      if (own_previous != 0) lr *= optimizer().lr(group) / own_previous;
+    }
+    lrs.push_back(lr);
+  }
+  set_lrs(lrs, epoch);
+  last_lrs_ = std::move(lrs);
+  on_epoch(epoch);
+}
+
 double EpochLRScheduler::last_lr(size_t group) const {
   check_group(group);
-  return lr_at(base_lrs()[group], last_epoch());
+  return last_lrs_[group];
+}
+
+void EpochLRScheduler::load_state_dict(const SchedulerStateDict& state_dict) {
+  check_state_dict(state_dict);
+  restore(state_dict);
+  // The lr of the loaded epoch as this schedule alone sets it; the optimizer's own lr is restored
+  // with the optimizer, and a chained step continues from it.
+  last_lrs_.clear();
+  for (const double base_lr : base_lrs()) last_lrs_.push_back(lr_at(base_lr, last_epoch()));
 }
 
 void EpochLRScheduler::check_state_dict(const SchedulerStateDict& state_dict) const {
@@ -238,11 +272,14 @@ double SequentialLR::lr_at(double base_lr, int64_t epoch) const {
 
 namespace {
 
-std::vector<double> one_cycle_base_lrs(const Optimizer& optimizer, double max_lr, const OneCycleLROptions& options) {
+// As PyTorch's OneCycleLR, which sets every group's initial_lr to max_lr / div_factor outright.
+std::vector<double> one_cycle_base_lrs(Optimizer& optimizer, double max_lr, const OneCycleLROptions& options) {
   check(max_lr > 0 && std::isfinite(max_lr), "OneCycleLR", "expected a finite max_lr > 0, got ", max_lr);
   options::check_non_negative("OneCycleLR", "div_factor", options.div_factor);
   check(options.div_factor > 0, "OneCycleLR", "expected div_factor > 0, got ", options.div_factor);
-  return std::vector<double>(optimizer.param_group_count(), max_lr / options.div_factor);
+  const double initial_lr = max_lr / options.div_factor;
+  for (size_t group = 0; group < optimizer.param_group_count(); ++group) optimizer.set_initial_lr(group, initial_lr);
+  return std::vector<double>(optimizer.param_group_count(), initial_lr);
 }
 
 }  // namespace

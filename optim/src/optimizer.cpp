@@ -29,6 +29,7 @@ void Optimizer::add_group(std::vector<Tensor> params) {
   }
   state_.resize(state_.size() + params.size());
   group_sizes_.push_back(params.size());
+  initial_lrs_.emplace_back();
   params_.insert(params_.end(), std::make_move_iterator(params.begin()), std::make_move_iterator(params.end()));
 }
 
@@ -84,7 +85,37 @@ void Optimizer::set_lr(size_t group, double lr) {
   set_group_lr(group, lr);
 }
 
+std::optional<double> Optimizer::initial_lr(size_t group) const {
+  check(group < group_sizes_.size(), name_, "expected a parameter group index below ", group_sizes_.size(), ", got ",
+        group);
+  return initial_lrs_[group];
+}
+
+void Optimizer::set_initial_lr(size_t group, double lr) {
+  check(group < group_sizes_.size(), name_, "expected a parameter group index below ", group_sizes_.size(), ", got ",
+        group);
+  // lr >= 0 is false for NaN, so this rejects NaN too.
+  check(lr >= 0 && std::isfinite(lr), name_, "expected a finite initial_lr >= 0, got ", lr);
+  initial_lrs_[group] = lr;
+}
+
 namespace {
+
+// PyTorch's param_groups hold "initial_lr" beside the optimizer's own options once a scheduler set
+// it: the options without it, and its value, checked, when present.
+constexpr const char* kInitialLr = "initial_lr";
+
+std::pair<OptionValues, std::optional<double>> split_initial_lr(const OptionValues& options, const char* op) {
+  OptionValues own = options;
+  const auto it = own.find(kInitialLr);
+  if (it == own.end()) return {std::move(own), std::nullopt};
+  const double* lr = std::get_if<double>(&it->second);
+  check(lr != nullptr, op, "load_state_dict: expected 'initial_lr' to be a number");
+  check(*lr >= 0 && std::isfinite(*lr), op, "load_state_dict: expected a finite 'initial_lr' >= 0, got ", *lr);
+  const double value = *lr;
+  own.erase(it);
+  return {std::move(own), value};
+}
 
 // Where a group's momentum lives among its options: "momentum" or the first of "betas".
 const char* momentum_key(const OptionValues& options) {
@@ -134,6 +165,7 @@ OptimizerStateDict Optimizer::state_dict() const {
   int64_t index = 0;
   for (size_t group = 0; group < group_sizes_.size(); ++group) {
     ParamGroupState entry{.options = group_options(group), .params = {}};
+    if (initial_lrs_[group]) entry.options.emplace(kInitialLr, *initial_lrs_[group]);
     for (size_t k = 0; k < group_sizes_[group]; ++k) entry.params.push_back(index++);
     result.param_groups.push_back(std::move(entry));
   }
@@ -192,7 +224,8 @@ void Optimizer::check_state_dict(const OptimizerStateDict& state_dict) const {
       }
     }
   }
-  for (const ParamGroupState& group : state_dict.param_groups) check_group_options(group.options);
+  for (const ParamGroupState& group : state_dict.param_groups)
+    check_group_options(split_initial_lr(group.options, name_).first);
   check(state_dict.step_count >= 0, name_, "load_state_dict: expected step_count >= 0, got ", state_dict.step_count);
 }
 
@@ -209,8 +242,12 @@ void Optimizer::load_state_dict(const OptimizerStateDict& state_dict) {
       state[i].emplace(name, tensor.detach().to(dtype).clone());
     }
   }
-  for (size_t group = 0; group < group_sizes_.size(); ++group)
-    set_group_options(group, state_dict.param_groups[group].options);
+  // As PyTorch replaces its param_groups: a group whose entry has no "initial_lr" loses its own.
+  for (size_t group = 0; group < group_sizes_.size(); ++group) {
+    auto [options, initial_lr] = split_initial_lr(state_dict.param_groups[group].options, name_);
+    set_group_options(group, options);
+    initial_lrs_[group] = initial_lr;
+  }
   state_ = std::move(state);
   step_count_ = state_dict.step_count;
 }

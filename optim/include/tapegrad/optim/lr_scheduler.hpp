@@ -11,15 +11,17 @@
 //   EpochLRScheduler   the lr is a function of the epoch (StepLR, MultiStepLR, ExponentialLR,
 //                      LinearLR, CosineAnnealingLR, SequentialLR, OneCycleLR); step() advances it.
 //   ReduceLROnPlateau  the lr falls when a metric stops improving; step(metric).
-// A schedule starts from each group's lr at its construction (base_lr) and, as PyTorch's
-// constructors do, sets the lr of epoch 0 there: base_lr for most, base_lr * start_factor for
-// LinearLR, max_lr / div_factor for OneCycleLR. A scheduler acts on every parameter group, each
-// from its own base_lr: build it after the last add_param_group.
+// A schedule starts from each group's initial_lr (its base_lr): the group's lr when the first
+// scheduler was built on it (Optimizer::initial_lr, PyTorch's group["initial_lr"]), and, as
+// PyTorch's constructors do, sets the lr of epoch 0 there: base_lr for most, base_lr *
+// start_factor for LinearLR, max_lr / div_factor for OneCycleLR. A scheduler acts on every
+// parameter group, each from its own base_lr: build it after the last add_param_group.
 //
-// PyTorch 1.13 computes some schedules recursively from the optimizer's current lr ("chainable");
-// tapegrad evaluates every one in closed form from (base_lr, epoch), which gives PyTorch's numbers
-// to ~1e-15 relative over hundreds of epochs and cannot drift. (Two schedulers driving one
-// optimizer at once therefore do not compound as PyTorch's chainable ones do: use SequentialLR.)
+// Alone, a schedule's lr is its closed form in (base_lr, epoch), which gives PyTorch's numbers to
+// ~1e-15 relative over hundreds of epochs and cannot drift. Chained, as PyTorch's chainable
+// schedules are (two or more built on one optimizer and all stepped, e.g. ExponentialLR and
+// MultiStepLR), their factors compound: each step scales the lr the others left by the change of
+// its own schedule. SequentialLR and OneCycleLR set the lr outright.
 #pragma once
 
 #include <cstdint>
@@ -95,15 +97,25 @@ class EpochLRScheduler : public LRScheduler {
   virtual double lr_at(double base_lr, int64_t epoch) const = 0;
 
   void check_state_dict(const SchedulerStateDict& state_dict) const override;
+  void load_state_dict(const SchedulerStateDict& state_dict) override;
 
  protected:
   using LRScheduler::LRScheduler;
-  EpochLRScheduler(Optimizer& optimizer, const char* name);  // base_lrs: the optimizer's lrs
+  // base_lrs: the groups' initial_lrs, set to their lrs where no scheduler set them yet.
+  EpochLRScheduler(Optimizer& optimizer, const char* name);
 
   // Sets the lrs of epoch 0: the derived constructor's last call, as PyTorch's constructor steps once.
   void start();
   // Called after the lrs of `epoch` are set (OneCycleLR sets the momentum there).
   virtual void on_epoch(int64_t epoch) { (void)epoch; }
+  // Whether the lr compounds with what other schedulers did to it (PyTorch's chainable form), or
+  // is set outright.
+  virtual bool chainable() const { return true; }
+
+ private:
+  void advance_to(int64_t epoch);  // sets the lrs of `epoch`
+
+  std::vector<double> last_lrs_;  // one per group: what this scheduler set last
 };
 
 // lr = base_lr * gamma^floor(epoch / step_size): decays by gamma every step_size epochs.
@@ -183,8 +195,8 @@ class CosineAnnealingLR : public EpochLRScheduler {
 //   tg::optim::SequentialLR schedule(opt, {warmup, cosine}, /*milestones=*/{10});
 //
 // The schedulers must be built on `optimizer`, in order, and outlive this one; only this one is
-// stepped. Every schedule starts from the base_lrs of schedulers[0] (PyTorch's initial_lr): the
-// lrs before the first of them changed any.
+// stepped. Every schedule starts from the groups' initial_lrs, the lrs before the first of them
+// changed any, and this one sets the lr outright (as PyTorch's resets it to initial_lr).
 class SequentialLR : public EpochLRScheduler {
  public:
   // At least one scheduler, milestones.size() == schedulers.size() - 1, strictly increasing and >= 1.
@@ -193,6 +205,8 @@ class SequentialLR : public EpochLRScheduler {
   double lr_at(double base_lr, int64_t epoch) const override;
 
  private:
+  bool chainable() const override { return false; }
+
   std::vector<std::reference_wrapper<const EpochLRScheduler>> schedulers_;
   std::vector<int64_t> milestones_;
 };
@@ -213,7 +227,8 @@ struct OneCycleLROptions {
 
 // The 1cycle policy (PyTorch's OneCycleLR), stepped after every batch for total_steps steps: the lr
 // anneals from max_lr / div_factor up to max_lr, then down to min_lr, while the momentum moves the
-// other way. Every group follows the same max_lr; base_lrs are max_lr / div_factor.
+// other way. Every group follows the same max_lr; base_lrs and the groups' initial_lrs are
+// max_lr / div_factor.
 class OneCycleLR : public EpochLRScheduler {
  public:
   // max_lr finite and > 0, total_steps >= 1, 0 <= pct_start <= 1, div_factor and final_div_factor
@@ -236,6 +251,7 @@ class OneCycleLR : public EpochLRScheduler {
   std::pair<const Phase*, double> phase_at(int64_t epoch) const;
   double anneal(double start, double end, double pct) const;
   void on_epoch(int64_t epoch) override;
+  bool chainable() const override { return false; }
 
   int64_t total_steps_;
   OneCycleLROptions options_;

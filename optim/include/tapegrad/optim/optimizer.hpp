@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -79,6 +80,13 @@ class Optimizer {
   void set_lr(double lr);                // every group: what learning-rate schedulers call
   void set_lr(size_t group, double lr);  // lr must be finite and >= 0
 
+  // PyTorch's group["initial_lr"]: the lr a group had when the first learning-rate scheduler was
+  // built on it, which every scheduler of the group then starts from (its base_lr), however the
+  // schedulers built before it changed the lr. Unset until then (OneCycleLR sets its own). It is
+  // one of the group's options in state_dict() once set, as in PyTorch's param_groups.
+  std::optional<double> initial_lr(size_t group) const;
+  void set_initial_lr(size_t group, double lr);  // lr must be finite and >= 0
+
   // The momentum that cyclic schedules (OneCycleLR) drive, as PyTorch's reads it: the group's
   // "momentum" (SGD, RMSprop) or the first of its "betas" (Adam, AdamW). has_momentum() is false
   // for an optimizer with neither (Adagrad); the others then throw tg::Error.
@@ -131,6 +139,7 @@ class Optimizer {
   std::vector<Tensor> params_;       // every group's, group after group
   std::vector<size_t> group_sizes_;  // how many of params_ each group holds
   std::vector<ParamState> state_;    // state_[i] belongs to params_[i]
+  std::vector<std::optional<double>> initial_lrs_;  // one per group
   int64_t step_count_ = 0;
 };
 
