@@ -12,6 +12,8 @@
 
 #include "core_test_util.hpp"
 #include "ops/gemm.hpp"
+#include "ops/gemm_pack_kernels.hpp"
+#include "support/vector_isa_levels.hpp"
 
 #ifdef TG_TEST_HAVE_BLIS
 // The context of the chosen kernel (GemmKernel::packed exists only with BLIS).
@@ -60,6 +62,39 @@ std::vector<T> random_values(int64_t n, std::mt19937& rng) {
 }
 
 }  // namespace
+
+TEMPLATE_TEST_CASE("gemm packing: BLIS's micro-panel layout, zero-padded, at every vector level",
+                   "[core][gemm][vector_isa]", float, double) {
+  // Panel heights of skx (32, 16), haswell (6) and NR (12, 14), rows and depths off the 8 × 8 tiles.
+  const int64_t panel_rows = GENERATE(32, 16, 12, 6), rows = GENERATE(1, 7, 45, 64), depth = GENERATE(1, 9, 37);
+  const int layout = GENERATE(0, 1, 2);  // rows contiguous, columns contiguous, neither
+  CAPTURE(panel_rows, rows, depth, layout);
+  const int64_t pack_rows = panel_rows + (panel_rows == 6 ? 2 : 0);  // a padded leading dimension too
+  const int64_t row_step = layout == 0 ? depth + 3 : layout == 1 ? 1 : 2 * depth + 1;
+  const int64_t col_step = layout == 0 ? 1 : layout == 1 ? rows + 2 : 2;
+  std::mt19937 rng(5);
+  const std::vector<TestType> source = random_values<TestType>(rows * row_step + depth * col_step, rng);
+  const int64_t panels = (rows + panel_rows - 1) / panel_rows, panel_step = depth * pack_rows + 4;
+  std::vector<TestType> expected(static_cast<size_t>(panels * panel_step), TestType(-1));
+  for (int64_t i = 0; i < panels * panel_rows; ++i)
+    for (int64_t p = 0; p < depth; ++p)
+      expected[i / panel_rows * panel_step + p * pack_rows + i % panel_rows] =
+          i < rows ? source[i * row_step + p * col_step] : TestType(0);
+  for (const auto& [level, packed] : tg::testing::at_every_supported_level([&] {
+         std::vector<TestType> out(expected.size(), TestType(-1));
+         tg::detail::gemm_pack_kernels_for_cpu().of<TestType>().pack_panels(
+             source.data(), row_step, col_step, rows, depth, panel_rows, pack_rows, panel_step, out.data());
+         return out;
+       })) {
+    CAPTURE(level);
+    // Rows in [panel_rows, pack_rows) of each column and the gap after each panel stay unwritten.
+    for (size_t k = 0; k < expected.size(); ++k)
+      if ((static_cast<int64_t>(k) % panel_step) % pack_rows >= panel_rows ||
+          static_cast<int64_t>(k) % panel_step >= depth * pack_rows)
+        expected[k] = packed[k];
+    REQUIRE(std::memcmp(packed.data(), expected.data(), expected.size() * sizeof(TestType)) == 0);
+  }
+}
 
 TEMPLATE_TEST_CASE("gemm: large products, every transpose, odd sizes, accumulate, against the triple loop",
                    "[core][matmul][gemm]", float, double) {

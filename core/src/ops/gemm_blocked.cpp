@@ -4,7 +4,7 @@
 // Why not bli_?gemm_ex: BLIS 0.9 packs op(A) into micro-panels of MR rows with a packm kernel of
 // that MR, and has them only up to 31 rows; skx's sgemm MR is 32, so it falls back to
 // bli_sscal2v, one scalar element per call (10% of a fashion_mnist epoch, bench/README.md). Here
-// the packing is a plain copy or a cache-blocked transposition that the compiler vectorises, and
+// the packing is ours (a copy, or a transposition by vector tiles: ops/gemm_pack_kernels.cpp), and
 // BLIS still does all the arithmetic.
 //
 // The loops, for the kernel's problem C'[m, n] = A'[m, K] · B'[K, n]:
@@ -18,6 +18,7 @@
 #include <new>
 #include <type_traits>
 
+#include "ops/gemm_pack_kernels.hpp"
 #include "parallel_for.hpp"
 #include "tapegrad/error.hpp"
 
@@ -34,44 +35,12 @@ struct Strided {
   Strided at(int64_t i, int64_t p) const { return {data + i * row_step + p * col_step, row_step, col_step}; }
 };
 
-// Columns of one transposition block: 16 destination lines (one per column) stay in L1 while the
-// rows are read, so each source row is read as one contiguous run.
-constexpr int64_t kTransposeBlock = 16;
-
-// Packs `source` rows [0, rows), columns [0, depth) into micro-panels of `panel_rows` rows, BLIS's
-// packed layout: panel q holds rows q·panel_rows.., element (r, p) at packed + q·panel_step +
-// p·pack_rows + r. Rows beyond `rows` in the last panel are zero, so the micro-kernel may always
-// run on full panels.
+// Packs `source`'s rows [0, rows), columns [0, depth) into micro-panels (ops/gemm_pack_kernels.hpp).
 template <typename T>
 void pack_panels(Strided<T> source, int64_t rows, int64_t depth, int64_t panel_rows, int64_t pack_rows,
                  int64_t panel_step, T* packed) {
-  for (int64_t i0 = 0; i0 < rows; i0 += panel_rows) {
-    const int64_t height = std::min(panel_rows, rows - i0);
-    const Strided<T> panel = source.at(i0, 0);
-    T* out = packed + i0 / panel_rows * panel_step;
-    if (panel.row_step == 1) {
-      // The panel's columns are contiguous: one copy per column.
-      for (int64_t p = 0; p < depth; ++p) {
-        const T* column = panel.data + p * panel.col_step;
-        T* to = out + p * pack_rows;
-        for (int64_t r = 0; r < height; ++r) to[r] = column[r];
-        for (int64_t r = height; r < pack_rows; ++r) to[r] = T(0);
-      }
-    } else {
-      // Its rows are contiguous (op(A) = A row-major, or a transposed B): a transposition, in
-      // blocks of kTransposeBlock columns.
-      for (int64_t p0 = 0; p0 < depth; p0 += kTransposeBlock) {
-        const int64_t width = std::min(kTransposeBlock, depth - p0);
-        for (int64_t r = 0; r < height; ++r) {
-          const T* row = panel.data + r * panel.row_step + p0 * panel.col_step;
-          T* to = out + p0 * pack_rows + r;
-          for (int64_t p = 0; p < width; ++p) to[p * pack_rows] = row[p * panel.col_step];
-        }
-        for (int64_t p = p0; p < p0 + width; ++p)
-          for (int64_t r = height; r < pack_rows; ++r) out[p * pack_rows + r] = T(0);
-      }
-    }
-  }
+  gemm_pack_kernels_for_cpu().of<T>().pack_panels(source.data, source.row_step, source.col_step, rows, depth,
+                                                  panel_rows, pack_rows, panel_step, packed);
 }
 
 // A 64-byte-aligned buffer that keeps its largest size: one per thread, so a GEMM allocates (and
