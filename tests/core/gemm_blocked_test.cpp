@@ -118,7 +118,10 @@ TEMPLATE_TEST_CASE("gemm: large products, every transpose, odd sizes, accumulate
 
 TEST_CASE("gemm: large products are bitwise the same at 1, 2 and 3 threads", "[core][matmul][gemm]") {
   // Split into two tiles by rows, and by columns (M too short for row tiles).
-  const auto [M, N, K] = GENERATE(std::array<int64_t, 3>{600, 300, 500}, std::array<int64_t, 3>{128, 784, 512});
+  // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const std::array<int64_t, 3> size =
+      GENERATE(std::array<int64_t, 3>{600, 300, 500}, std::array<int64_t, 3>{128, 784, 512});
+  const int64_t M = size[0], N = size[1], K = size[2];
   const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true);
   CAPTURE(M, N, K, trans_a, trans_b);
   std::mt19937 rng(7);

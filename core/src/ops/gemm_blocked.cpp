@@ -66,6 +66,14 @@ struct PackBuffer {
   }
 };
 
+// The size of the next block of a dimension with `remaining` elements left: BLIS's own rule
+// (bli_determine_blocksize): the default size, or all that is left when that is at most the
+// table's maximum, so no tiny last block follows. For KC this keeps the sums over k in the same
+// blocks as bli_?gemm's, hence the same bits.
+int64_t next_block(int64_t remaining, int64_t default_size, int64_t max_size) {
+  return remaining <= max_size ? remaining : default_size;
+}
+
 // BLIS's micro-kernel type: C[MR, NR] = α·A panel·B panel + β·C.
 template <typename T>
 using MicroKernel = std::conditional_t<std::is_same_v<T, float>, sgemm_ukr_ft, dgemm_ukr_ft>;
@@ -88,6 +96,9 @@ void blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t M, int64_
   const int64_t KC = bli_cntx_get_blksz_def_dt(dt, BLIS_KC, context);
   const int64_t MC = bli_cntx_get_blksz_def_dt(dt, BLIS_MC, context);
   const int64_t NC = bli_cntx_get_blksz_def_dt(dt, BLIS_NC, context);
+  const int64_t KC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_KC, context);
+  const int64_t MC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_MC, context);
+  const int64_t NC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_NC, context);
   check(MR * NR <= kMaxMicroTile, "gemm", "BLIS micro-tile ", MR, "x", NR, " is larger than ", kMaxMicroTile);
 
   // op(A)[i, k] and op(B)[k, j] as strided views of the stored row-major matrices.
@@ -102,11 +113,12 @@ void blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t M, int64_
   const int64_t m = transpose_c ? N : M, n = transpose_c ? M : N;
   const inc_t rs_c = transpose_c ? 1 : ldc, cs_c = transpose_c ? ldc : 1;
 
-  // Per-thread buffers sized by this product's blocks (never BLIS's whole MC × KC when smaller).
+  // Per-thread buffers for this product's largest blocks (a last block may reach the maximum size;
+  // never BLIS's whole MC × KC when the product is smaller).
   thread_local PackBuffer a_buffer, b_buffer;
-  const int64_t a_panel_step = std::min(KC, K) * pack_mr, b_panel_step = std::min(KC, K) * pack_nr;
-  T* a_packed = a_buffer.get<T>(ceil_div(std::min(MC, m), MR) * a_panel_step);
-  T* b_packed = b_buffer.get<T>(ceil_div(std::min(NC, n), NR) * b_panel_step);
+  const int64_t kc_most = std::min(K, KC_max);
+  T* a_packed = a_buffer.get<T>(ceil_div(std::min(m, MC_max), MR) * kc_most * pack_mr);
+  T* b_packed = b_buffer.get<T>(ceil_div(std::min(n, NC_max), NR) * kc_most * pack_nr);
   alignas(64) T edge[kMaxMicroTile];  // an edge tile, MR × NR in the kernel's preferred storage
   const inc_t edge_rs = transpose_c ? 1 : NR, edge_cs = transpose_c ? MR : 1;
 
@@ -116,16 +128,16 @@ void blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t M, int64_
   bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
   bli_auxinfo_set_is_a(1, &aux);
   bli_auxinfo_set_is_b(1, &aux);
-  for (int64_t jc = 0; jc < n; jc += NC) {
-    const int64_t nc = std::min(NC, n - jc);
-    for (int64_t pc = 0; pc < K; pc += KC) {
-      const int64_t kc = std::min(KC, K - pc);
+  for (int64_t jc = 0, nc; jc < n; jc += nc) {
+    nc = next_block(n - jc, NC, NC_max);
+    for (int64_t pc = 0, kc; pc < K; pc += kc) {
+      kc = next_block(K - pc, KC, KC_max);
       // The first K block overwrites C unless accumulating; the later ones add to it.
       T* beta = pc == 0 && !accumulate ? &zero : &one;
       pack_panels(b_columns.at(jc, pc), nc, kc, NR, pack_nr, kc * pack_nr, b_packed);
       bli_auxinfo_set_ps_b(kc * pack_nr, &aux);
-      for (int64_t ic = 0; ic < m; ic += MC) {
-        const int64_t mc = std::min(MC, m - ic);
+      for (int64_t ic = 0, mc; ic < m; ic += mc) {
+        mc = next_block(m - ic, MC, MC_max);
         pack_panels(a_rows.at(ic, pc), mc, kc, MR, pack_mr, kc * pack_mr, a_packed);
         bli_auxinfo_set_ps_a(kc * pack_mr, &aux);
         const int64_t a_panels = ceil_div(mc, MR), b_panels = ceil_div(nc, NR);
