@@ -1,13 +1,13 @@
-// Row-major GEMM: a serial kernel (BLIS's single-threaded build, in the configuration chosen from the
-// CPU's features, for large products; our per-level small-product kernel, or Eigen, for the rest) on
-// a few large tiles of C, run in parallel by oneTBB.
+// Row-major GEMM: a serial kernel (BLIS's micro-kernel of the configuration chosen from the CPU's
+// features, in our own blocked loops, for large products; our per-level small-product kernel, or
+// Eigen, for the rest) on a few large tiles of C, run in parallel by oneTBB.
 #include "ops/gemm.hpp"
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <type_traits>
 
 #include "cpu/gemm_kernel.hpp"
+#include "ops/gemm_blocked.hpp"
 #include "ops/small_gemm_kernels.hpp"
 #include "parallel_for.hpp"
 
@@ -36,25 +36,11 @@ void serial_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M
 #ifdef TG_HAVE_BLIS
   const int64_t work = M * N * K;
   if (kernel.packed && work >= (trans_b ? kernel.packed_from_trans_b : kernel.packed_from)) {
-    cntx_t* context = kernel.packed;
     // The context is the configuration chosen from the CPU's features (cpu/gemm_kernel.cpp), not
-    // the one BLIS's own detection would give. BLIS addresses element (i, j) as i·rs + j·cs, so a
-    // row-major matrix is (rs, cs) = (ld, 1).
-    // A local runtime of one thread: BLIS never starts threads of its own (oneTBB owns the cores),
-    // and BLIS is reentrant, so tiles run concurrently. One serial call per tile computes the same
+    // the one BLIS's own detection would give; BLIS's micro-kernel does the arithmetic, inside our
+    // blocked loops and packing (ops/gemm_blocked.cpp). One serial call per tile computes the same
     // sums for the same sizes, whatever the thread count.
-    rntm_t one_thread = BLIS_RNTM_INITIALIZER;
-    bli_rntm_set_num_threads(1, &one_thread);
-    const trans_t ta = trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
-    const trans_t tb = trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
-    T alpha = T(1), beta = accumulate ? T(1) : T(0);
-    // BLIS's C API takes non-const operand pointers but only reads A and B.
-    T* a = const_cast<T*>(A);
-    T* b = const_cast<T*>(B);
-    if constexpr (std::is_same_v<T, float>)
-      bli_sgemm_ex(ta, tb, M, N, K, &alpha, a, lda, 1, b, ldb, 1, &beta, C, ldc, 1, context, &one_thread);
-    else
-      bli_dgemm_ex(ta, tb, M, N, K, &alpha, a, lda, 1, b, ldb, 1, &beta, C, ldc, 1, context, &one_thread);
+    blocked_gemm(kernel.packed, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
     return;
   }
 #endif

@@ -1,0 +1,185 @@
+// The large-product GEMM (core/src/ops/gemm_blocked.cpp: our blocked loops and packing around
+// BLIS's micro-kernel) against a triple loop in higher precision, through tg::detail::gemm at sizes
+// that take it, and directly with strided operands. Tagged [matmul], so gemm_kernel_test runs it
+// again under every kernel this CPU has (TG_GEMM_KERNEL=blis-generic, blis-haswell, blis-skx, ...).
+#include <tbb/task_arena.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "core_test_util.hpp"
+#include "ops/gemm.hpp"
+#include "ops/gemm_pack_kernels.hpp"
+#include "support/vector_isa_levels.hpp"
+
+#ifdef TG_TEST_HAVE_BLIS
+// The context of the chosen kernel (GemmKernel::packed exists only with BLIS).
+#define TG_HAVE_BLIS
+#include "cpu/gemm_kernel.hpp"
+#include "ops/gemm_blocked.hpp"
+#endif
+
+namespace {
+
+// op(X)[i, k] of X stored row-major with row stride ld ([rows, cols], or [cols, rows] when transposed).
+template <typename T>
+T element(const T* X, int64_t ld, bool trans, int64_t i, int64_t k) {
+  return trans ? X[k * ld + i] : X[i * ld + k];
+}
+
+// Checks C (row stride ldc) against Σ_k op(A)[i, k]·op(B)[k, j] (+ C0) in long double, within the
+// rounding bound of a float sum of K products in any order: (K + 2)·u·(Σ|a·b| + |c0|).
+template <typename T>
+void check_against_triple_loop(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+                               const T* B, int64_t ldb, const T* C0, const T* C, int64_t ldc, bool accumulate) {
+  const long double u = std::numeric_limits<T>::epsilon() / 2;
+  int64_t failures = 0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      long double sum = accumulate ? C0[i * ldc + j] : 0.0L, magnitude = accumulate ? std::fabs(sum) : 0.0L;
+      for (int64_t k = 0; k < K; ++k) {
+        const long double product = static_cast<long double>(element(A, lda, trans_a, i, k)) *
+                                    static_cast<long double>(element(B, ldb, trans_b, k, j));
+        sum += product;
+        magnitude += std::fabs(product);
+      }
+      const long double error = std::fabs(static_cast<long double>(C[i * ldc + j]) - sum);
+      if (!(error <= static_cast<long double>(K + 2) * u * magnitude) && failures++ < 5)
+        FAIL_CHECK("C[" << i << ", " << j << "] = " << C[i * ldc + j] << ", expected " << static_cast<double>(sum));
+    }
+  REQUIRE(failures == 0);
+}
+
+template <typename T>
+std::vector<T> random_values(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<double> normal;
+  std::vector<T> values(static_cast<size_t>(n));
+  for (T& v : values) v = static_cast<T>(normal(rng));
+  return values;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("gemm packing: BLIS's micro-panel layout, zero-padded, at every vector level",
+                   "[core][gemm][vector_isa]", float, double) {
+  // Panel heights of skx (32, 16), haswell (6) and NR (12, 14), rows and depths off the 8 × 8 tiles.
+  const int64_t panel_rows = GENERATE(32, 16, 12, 6), rows = GENERATE(1, 7, 45, 64), depth = GENERATE(1, 9, 37);
+  const int layout = GENERATE(0, 1, 2);  // rows contiguous, columns contiguous, neither
+  CAPTURE(panel_rows, rows, depth, layout);
+  const int64_t pack_rows = panel_rows + (panel_rows == 6 ? 2 : 0);  // a padded leading dimension too
+  const int64_t row_step = layout == 0 ? depth + 3 : layout == 1 ? 1 : 2 * depth + 1;
+  const int64_t col_step = layout == 0 ? 1 : layout == 1 ? rows + 2 : 2;
+  std::mt19937 rng(5);
+  const std::vector<TestType> source = random_values<TestType>(rows * row_step + depth * col_step, rng);
+  const int64_t panels = (rows + panel_rows - 1) / panel_rows, panel_step = depth * pack_rows + 4;
+  std::vector<TestType> expected(static_cast<size_t>(panels * panel_step), TestType(-1));
+  for (int64_t i = 0; i < panels * panel_rows; ++i)
+    for (int64_t p = 0; p < depth; ++p)
+      expected[i / panel_rows * panel_step + p * pack_rows + i % panel_rows] =
+          i < rows ? source[i * row_step + p * col_step] : TestType(0);
+  for (const auto& [level, packed] : tg::testing::at_every_supported_level([&] {
+         std::vector<TestType> out(expected.size(), TestType(-1));
+         tg::detail::gemm_pack_kernels_for_cpu().of<TestType>().pack_panels(
+             source.data(), row_step, col_step, rows, depth, panel_rows, pack_rows, panel_step, out.data());
+         return out;
+       })) {
+    CAPTURE(level);
+    // Rows in [panel_rows, pack_rows) of each column and the gap after each panel stay unwritten.
+    for (size_t k = 0; k < expected.size(); ++k)
+      if ((static_cast<int64_t>(k) % panel_step) % pack_rows >= panel_rows ||
+          static_cast<int64_t>(k) % panel_step >= depth * pack_rows)
+        expected[k] = packed[k];
+    REQUIRE(std::memcmp(packed.data(), expected.data(), expected.size() * sizeof(TestType)) == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("gemm: large products, every transpose, odd sizes, accumulate, against the triple loop",
+                   "[core][matmul][gemm]", float, double) {
+  // At least 2^21 multiply-adds (the blocked path from any kernel's threshold, op(B) = Bᵀ too):
+  // M, N and K of 1, primes and sizes just off the micro-tile (MR 32, 16, 6; NR 12, 14, 16) and off
+  // KC (256, 384), single and split into two tiles.
+  const auto [M, N, K] = GENERATE(std::array<int64_t, 3>{67, 131, 389}, std::array<int64_t, 3>{1, 2503, 1021},
+                                  std::array<int64_t, 3>{2003, 1, 1049}, std::array<int64_t, 3>{33, 13, 5003},
+                                  std::array<int64_t, 3>{2099, 1031, 1}, std::array<int64_t, 3>{128, 512, 784},
+                                  std::array<int64_t, 3>{521, 263, 97});
+  const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true), accumulate = GENERATE(false, true);
+  CAPTURE(M, N, K, trans_a, trans_b, accumulate);
+  std::mt19937 rng(static_cast<unsigned>(M * 7 + N * 3 + K));
+  const std::vector<TestType> A = random_values<TestType>(M * K, rng), B = random_values<TestType>(K * N, rng);
+  const std::vector<TestType> C0 = random_values<TestType>(M * N, rng);
+  std::vector<TestType> C = C0;
+  tg::detail::gemm(trans_a, trans_b, M, N, K, A.data(), B.data(), C.data(), accumulate);
+  check_against_triple_loop(trans_a, trans_b, M, N, K, A.data(), trans_a ? M : K, B.data(), trans_b ? K : N,
+                            C0.data(), C.data(), N, accumulate);
+}
+
+TEST_CASE("gemm: large products are bitwise the same at 1, 2 and 3 threads", "[core][matmul][gemm]") {
+  // Split into two tiles by rows, and by columns (M too short for row tiles).
+  // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const std::array<int64_t, 3> size =
+      GENERATE(std::array<int64_t, 3>{600, 300, 500}, std::array<int64_t, 3>{128, 784, 512});
+  const int64_t M = size[0], N = size[1], K = size[2];
+  const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true);
+  CAPTURE(M, N, K, trans_a, trans_b);
+  std::mt19937 rng(7);
+  const std::vector<float> A = random_values<float>(M * K, rng), B = random_values<float>(K * N, rng);
+  std::vector<std::vector<float>> results;
+  for (int threads : {1, 2, 3}) {
+    std::vector<float> C(static_cast<size_t>(M * N));
+    tbb::task_arena(threads).execute(
+        [&] { tg::detail::gemm(trans_a, trans_b, M, N, K, A.data(), B.data(), C.data(), false); });
+    results.push_back(std::move(C));
+  }
+  CHECK(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(results[0].data(), results[2].data(), results[0].size() * sizeof(float)) == 0);
+}
+
+#ifdef TG_TEST_HAVE_BLIS
+TEMPLATE_TEST_CASE("gemm: the blocked kernel on strided operands and an inner block of C, bitwise BLIS's gemm", "[core][matmul][gemm]",
+                   float, double) {
+  cntx_t* context = tg::detail::gemm_kernel().packed;
+  if (context == nullptr) {
+    WARN("the chosen kernel (" << tg::detail::gemm_kernel().name << ") is not BLIS's: nothing to test");
+    return;
+  }
+  // K = 401 and 900: one K block, or two (BLIS merges a short last block into the one before).
+  const auto [M, N, K] = GENERATE(std::array<int64_t, 3>{45, 29, 401}, std::array<int64_t, 3>{1, 1, 1},
+                                  std::array<int64_t, 3>{97, 61, 3}, std::array<int64_t, 3>{70, 50, 900});
+  const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true), accumulate = GENERATE(false, true);
+  CAPTURE(M, N, K, trans_a, trans_b, accumulate);
+  // Each stored matrix has 5 more columns than it uses, and C is a block inside a wider matrix:
+  // what ops/gemm.cpp's column tiles pass.
+  const int64_t lda = (trans_a ? M : K) + 5, ldb = (trans_b ? K : N) + 5, ldc = N + 7;
+  std::mt19937 rng(11);
+  const std::vector<TestType> A = random_values<TestType>((trans_a ? K : M) * lda, rng);
+  const std::vector<TestType> B = random_values<TestType>((trans_b ? N : K) * ldb, rng);
+  const std::vector<TestType> C0 = random_values<TestType>(M * ldc, rng);
+  std::vector<TestType> C = C0;
+  tg::detail::blocked_gemm(context, trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, C.data(), ldc, accumulate);
+  check_against_triple_loop(trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, C0.data(), C.data(), ldc,
+                            accumulate);
+  // Bitwise what BLIS's own bli_?gemm_ex gives with the same context: the same micro-kernel, K split
+  // into the same blocks (its packed path: the AVX2 configurations would send these sizes to their
+  // unpacked "sup" kernels, other arithmetic).
+  std::vector<TestType> by_blis = C0;
+  rntm_t one_thread = BLIS_RNTM_INITIALIZER;
+  bli_rntm_set_num_threads(1, &one_thread);
+  bli_rntm_disable_l3_sup(&one_thread);
+  TestType alpha = 1, beta = accumulate ? 1 : 0;
+  const trans_t ta = trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb = trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
+  auto* a = const_cast<TestType*>(A.data());
+  auto* b = const_cast<TestType*>(B.data());
+  if constexpr (std::is_same_v<TestType, float>)
+    bli_sgemm_ex(ta, tb, M, N, K, &alpha, a, lda, 1, b, ldb, 1, &beta, by_blis.data(), ldc, 1, context, &one_thread);
+  else
+    bli_dgemm_ex(ta, tb, M, N, K, &alpha, a, lda, 1, b, ldb, 1, &beta, by_blis.data(), ldc, 1, context, &one_thread);
+  CHECK(std::memcmp(C.data(), by_blis.data(), C.size() * sizeof(TestType)) == 0);
+  // The padding columns of C are untouched.
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = N; j < ldc; ++j) REQUIRE(std::memcmp(&C[i * ldc + j], &C0[i * ldc + j], sizeof(TestType)) == 0);
+}
+#endif
