@@ -14,6 +14,7 @@
 #include "core_test_util.hpp"
 #include "ops/gemm.hpp"
 #include "ops/gemm_pack_kernels.hpp"
+#include "support/random_values.hpp"
 #include "support/vector_isa_levels.hpp"
 
 #ifdef TG_TEST_HAVE_BLIS
@@ -22,6 +23,8 @@
 #include "cpu/gemm_kernel.hpp"
 #include "ops/gemm_blocked.hpp"
 #endif
+
+using tg::testing::random_values;
 
 namespace {
 
@@ -52,14 +55,6 @@ void check_against_triple_loop(bool trans_a, bool trans_b, int64_t M, int64_t N,
         FAIL_CHECK("C[" << i << ", " << j << "] = " << C[i * ldc + j] << ", expected " << static_cast<double>(sum));
     }
   REQUIRE(failures == 0);
-}
-
-template <typename T>
-std::vector<T> random_values(int64_t n, std::mt19937& rng) {
-  std::normal_distribution<double> normal;
-  std::vector<T> values(static_cast<size_t>(n));
-  for (T& v : values) v = static_cast<T>(normal(rng));
-  return values;
 }
 
 }  // namespace

@@ -7,7 +7,10 @@
 
 #include "core_test_util.hpp"
 #include "ops/small_gemm_kernels.hpp"
+#include "support/random_values.hpp"
 #include "support/vector_isa_levels.hpp"
+
+using tg::testing::random_values;
 
 namespace {
 
@@ -27,14 +30,6 @@ void triple_loop(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, co
       }
       C[i * N + j] = accumulate ? C[i * N + j] + sum : sum;
     }
-}
-
-template <typename T>
-std::vector<T> random_values(int64_t n, std::mt19937& rng) {
-  std::normal_distribution<double> normal;
-  std::vector<T> values(static_cast<size_t>(n));
-  for (T& v : values) v = static_cast<T>(normal(rng));
-  return values;
 }
 
 }  // namespace
