@@ -107,26 +107,27 @@ void EpochLRScheduler::step() try {
   tg::detail::rethrow_out_of_memory_as(name());
 }
 
-// Chained, the lr is this schedule's value times the factor by which the optimizer's lr now
-// differs from this schedule's previous value (base_lr before epoch 0): what the other schedulers
-// did since. Alone, that factor is x / x = 1 exactly, and the lr is the closed form to the bit.
-// PyTorch's chainable get_lr multiplies the current lr by this schedule's ratio of consecutive
-// values instead, which is the same product rounded in another order. Where the previous value
-// is 0 (a cosine at eta_min = 0) no factor can be read, and the closed form is taken.
 void EpochLRScheduler::advance_to(int64_t epoch) {
   std::vector<double> lrs;
   for (size_t group = 0; group < base_lrs().size(); ++group) {
     const double base_lr = base_lrs()[group];
-    double lr = lr_at(base_lr, epoch);
-    if (chainable()) {
-      const double own_previous = epoch == 0 ? base_lr : lr_at(base_lr, epoch - 1);
-      if (own_previous != 0) lr *= optimizer().lr(group) / own_previous;
-    }
-    lrs.push_back(lr);
+    lrs.push_back(chainable() ? chained_lr(optimizer().lr(group), base_lr, epoch) : lr_at(base_lr, epoch));
   }
   set_lrs(lrs, epoch);
   last_lrs_ = std::move(lrs);
   on_epoch(epoch);
+}
+
+// This schedule's value times the factor by which the optimizer's lr now differs from this
+// schedule's previous value (base_lr before epoch 0): what the other schedulers did since. Alone,
+// that factor is x / x = 1 exactly, and the lr is the closed form to the bit. PyTorch's chainable
+// get_lr multiplies the current lr by this schedule's ratio of consecutive values instead, which
+// is the same product rounded in another order. Where the previous value is 0 (a cosine at
+// eta_min = 0) no factor can be read, and the closed form is taken.
+double EpochLRScheduler::chained_lr(double current_lr, double base_lr, int64_t epoch) const {
+  const double lr = lr_at(base_lr, epoch);
+  const double own_previous = epoch == 0 ? base_lr : lr_at(base_lr, epoch - 1);
+  return own_previous == 0 ? lr : lr * (current_lr / own_previous);
 }
 
 double EpochLRScheduler::last_lr(size_t group) const {
@@ -227,6 +228,22 @@ double CosineAnnealingLR::lr_at(double base_lr, int64_t epoch) const {
   if (epoch == 0) return base_lr;
   const double phase = std::numbers::pi * static_cast<double>(epoch) / static_cast<double>(T_max_);
   return eta_min_ + (base_lr - eta_min_) * (1 + std::cos(phase)) / 2;
+}
+
+// PyTorch's recursion (CosineAnnealingLR.get_lr) is affine around eta_min: the distance to eta_min
+// scales by the ratio of consecutive cosines, and in the step after each minimum, where that ratio
+// would divide by zero, the lr rises by the closed form's first step up. Where the optimizer's lr
+// is what this schedule set last (alone, or no other scheduler moved it) that recursion is the
+// closed form, which is taken exactly.
+double CosineAnnealingLR::chained_lr(double current_lr, double base_lr, int64_t epoch) const {
+  if (epoch == 0 || current_lr == lr_at(base_lr, epoch - 1)) return EpochLRScheduler::chained_lr(current_lr, base_lr, epoch);
+  const double T = static_cast<double>(T_max_);
+  if ((epoch - 1 - T_max_) % (2 * T_max_) == 0)
+    return current_lr + (base_lr - eta_min_) * (1 - std::cos(std::numbers::pi / T)) / 2;
+  const double e = static_cast<double>(epoch);
+  return (1 + std::cos(std::numbers::pi * e / T)) / (1 + std::cos(std::numbers::pi * (e - 1) / T)) *
+             (current_lr - eta_min_) +
+         eta_min_;
 }
 
 // --- SequentialLR --------------------------------------------------------------------------------

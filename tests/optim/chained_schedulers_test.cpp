@@ -50,6 +50,8 @@ const std::vector<ChainedCase>& cases() {
        make<LinearLR>(LinearLROptions{.start_factor = 1.0, .end_factor = 0.2, .total_iters = 15}), true},
       {"linear_then_exponential_second_stepped", make<LinearLR>(LinearLROptions{.start_factor = 0.1, .total_iters = 5}),
        make<ExponentialLR>(0.9), false},
+      {"exponential_then_cosine_eta_min", make<ExponentialLR>(0.95), make<CosineAnnealingLR>(int64_t{8}, 0.004), true},
+      {"cosine_eta_min_then_step", make<CosineAnnealingLR>(int64_t{6}, 0.003), make<StepLR>(int64_t{5}, 0.8), true},
   };
   return all;
 }

@@ -21,7 +21,8 @@
 // ~1e-15 relative over hundreds of epochs and cannot drift. Chained, as PyTorch's chainable
 // schedules are (two or more built on one optimizer and all stepped, e.g. ExponentialLR and
 // MultiStepLR), their factors compound: each step scales the lr the others left by the change of
-// its own schedule. SequentialLR and OneCycleLR set the lr outright.
+// its own schedule (CosineAnnealingLR scales its distance to eta_min, as PyTorch's recursion does).
+// SequentialLR and OneCycleLR set the lr outright.
 #pragma once
 
 #include <cstdint>
@@ -111,6 +112,11 @@ class EpochLRScheduler : public LRScheduler {
   // Whether the lr compounds with what other schedulers did to it (PyTorch's chainable form), or
   // is set outright.
   virtual bool chainable() const { return true; }
+  // The lr of `epoch` when the optimizer's lr is `current_lr`, which other schedulers may have
+  // changed since this one set it. By default the closed form times the factor by which
+  // current_lr differs from this schedule's previous value; a schedule whose recursion PyTorch
+  // writes otherwise (CosineAnnealingLR's is affine) overrides it.
+  virtual double chained_lr(double current_lr, double base_lr, int64_t epoch) const;
 
  private:
   void advance_to(int64_t epoch);  // sets the lrs of `epoch`
@@ -181,6 +187,9 @@ class CosineAnnealingLR : public EpochLRScheduler {
   // T_max >= 1, eta_min finite and >= 0.
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0);
   double lr_at(double base_lr, int64_t epoch) const override;
+
+ protected:
+  double chained_lr(double current_lr, double base_lr, int64_t epoch) const override;
 
  private:
   int64_t T_max_;
