@@ -128,12 +128,38 @@ TEST_CASE("gemm kernel: with BLIS's detection forced to 'generic', an AVX2 CPU s
     CHECK(kernel != "blis-generic");
     CHECK(kernel != "eigen");
   }
-  // The default path: this process when it chose the same kernel (BLIS's detection agrees with the
-  // features, or detects 'generic' as on AMD family 26), else a child that forces that kernel.
-  const std::string default_hash =
-      kernel == info.gemm_kernel ? products_hash()
-                                 : probe_value(run_self("TG_GEMM_KERNEL=" + kernel, "'[.gemm_probe]'").output, "hash");
+  // The default path for that kernel, where BLIS's own detection names its configuration: this
+  // process when it chose the same kernel (BLIS detects it, or 'generic' as on AMD family 26), else
+  // a child in which BLIS detects it (BLIS_ARCH_TYPE). Not TG_GEMM_KERNEL, which also moves the
+  // size from which products go to BLIS, and so changes the bits of the mid-sized ones.
+  std::string default_hash;
+  if (kernel == info.gemm_kernel) {
+    default_hash = products_hash();
+  } else {
+    const std::string config = kernel.substr(std::string("blis-").size());
+    int id = 0;
+    while (id < BLIS_NUM_ARCHS && config != bli_arch_string(static_cast<arch_t>(id))) ++id;
+    REQUIRE(id < BLIS_NUM_ARCHS);
+    const ChildResult detected = run_self("BLIS_ARCH_TYPE=" + std::to_string(id), "'[.gemm_probe]'");
+    INFO(detected.output);
+    REQUIRE(probe_value(detected.output, "kernel") == kernel);
+    default_hash = probe_value(detected.output, "hash");
+  }
   CHECK(probe_value(forced.output, "hash") == default_hash);
+}
+
+TEST_CASE("gemm kernel: where BLIS detects an AVX2 configuration on a CPU with AVX-512, auto takes skx; "
+          "on an AVX2 CPU it keeps BLIS's",
+          "[core][gemm_kernel]") {
+  const tg::CpuInfo info = tg::cpu_info();
+  if (!has(info.features, "avx2") || !has(info.features, "fma")) return;  // no AVX2 kernel can run here
+  const bool avx512 = has(info.features, "avx512f") && has(info.features, "avx512dq") &&
+                      has(info.features, "avx512bw") && has(info.features, "avx512vl");
+  for (const arch_t id : {BLIS_ARCH_HASWELL, BLIS_ARCH_ZEN3}) {
+    const ChildResult child = run_self("BLIS_ARCH_TYPE=" + std::to_string(static_cast<int>(id)), "'[.gemm_probe]'");
+    INFO(child.output);
+    CHECK(probe_value(child.output, "kernel") == (avx512 ? std::string("blis-skx") : "blis-" + std::string(bli_arch_string(id))));
+  }
 }
 
 TEST_CASE("gemm kernel: a BLIS_ARCH_TYPE that BLIS would abort on is a tg::Error", "[core][gemm_kernel]") {

@@ -1,5 +1,5 @@
-// The GEMM kernel choice: BLIS's detection when it knows the CPU, else the best BLIS configuration
-// the CPU's features can run, handed to BLIS as an explicit context (bli_?gemm_ex's cntx).
+// The GEMM kernel choice: BLIS's detection when it knows the CPU and uses its widest instruction
+// set, else the best BLIS configuration the CPU's features can run, handed to BLIS as an explicit context (bli_?gemm_ex's cntx).
 #include "cpu/gemm_kernel.hpp"
 
 #include <bit>
@@ -144,32 +144,42 @@ GemmKernel choose_auto() {
   const std::string detected_name = bli_arch_string(detected);
   const std::string cpu = concat(f.vendor.empty() ? "an unknown vendor" : f.vendor, " family ", f.family, " model ",
                                  f.model);
-  GemmKernel kernel;
+  // The best configuration by the CPU's features: the widest instruction set it runs and, of the
+  // AVX2 configurations, AMD's newest (zen3: larger dgemm blocks, 1.4x haswell's dgemm on Zen 5)
+  // on AMD, haswell elsewhere; their sgemm kernels are the same.
+  const arch_t avx2_config = f.vendor == "AuthenticAMD" ? BLIS_ARCH_ZEN3 : BLIS_ARCH_HASWELL;
+  const BlisConfig* best = nullptr;
+  for (const BlisConfig& config : kBlisConfigs)
+    if (cpu_runs(config.isa, f) && registered(config.id) && (config.isa != Isa::Avx2 || config.id == avx2_config)) {
+      best = &config;
+      break;
+    }
+  if (best == nullptr || best->isa == Isa::Portable) {
+    GemmKernel kernel;
+    kernel.name = "eigen";
+    kernel.reason = concat("BLIS detected '", detected_name, "' for ", cpu, "; no AVX2+FMA: using ", eigen_name());
+    return kernel;
+  }
+  // BLIS's own choice stands where it uses the same instruction set (it knows the CPU's cache
+  // sizes and kernels better than a feature list does). It is overridden where it is 'generic' (a
+  // CPU newer than its table: AMD family 26) or narrower than the CPU: BLIS 0.9 counts a Xeon's
+  // AVX-512 FMA units from the brand string's Platinum/Gold/... and a number, so it takes a VM's
+  // bare "Intel(R) Xeon(R) Processor" (family 6 model 207) for a Haswell, where its skx kernel is
+  // 1.4x faster (bench/README.md).
   const BlisConfig* chosen = find_config(detected);
   std::string why;
-  if (chosen && chosen->isa != Isa::Portable && cpu_runs(chosen->isa, f)) {
+  if (chosen && chosen->isa == best->isa && cpu_runs(chosen->isa, f)) {
     why = concat("BLIS detected '", detected_name, "' for ", cpu, "; using it");
   } else {
-    chosen = nullptr;
-    // Of the AVX2 configurations, AMD's newest (zen3: larger dgemm blocks, 1.4x haswell's dgemm
-    // on Zen 5) on AMD, haswell elsewhere; their sgemm kernels are the same.
-    const arch_t avx2_config = f.vendor == "AuthenticAMD" ? BLIS_ARCH_ZEN3 : BLIS_ARCH_HASWELL;
-    for (const BlisConfig& config : kBlisConfigs)
-      if (cpu_runs(config.isa, f) && registered(config.id) && (config.isa != Isa::Avx2 || config.id == avx2_config)) {
-        chosen = &config;
-        break;
-      }
+    chosen = best;
     const std::string detected_what =
-        detected == BLIS_ARCH_GENERIC ? "" : concat(", which this CPU cannot run or tapegrad does not use");
-    if (chosen == nullptr || chosen->isa == Isa::Portable) {
-      kernel.name = "eigen";
-      kernel.reason = concat("BLIS detected '", detected_name, "' for ", cpu, detected_what,
-                             "; no AVX2+FMA: using ", eigen_name());
-      return kernel;
-    }
+        detected == BLIS_ARCH_GENERIC
+            ? ""
+            : concat(", which is narrower than this CPU's ", isa_name(best->isa), " or not one tapegrad uses");
     why = concat("BLIS detected '", detected_name, "' for ", cpu, detected_what, "; using '", chosen->name, "' (",
                  isa_name(chosen->isa), ")");
   }
+  GemmKernel kernel;
   kernel.name = concat("blis-", chosen->name);
   set_auto_thresholds(kernel, *chosen);
   kernel.reason = concat(why, " from 2^", std::countr_zero(static_cast<uint64_t>(kernel.packed_from)),
