@@ -127,14 +127,31 @@ double log_sum_exp(const ClassRow<T>& row, int64_t C) {
   return row_max + std::log(lane_sum(C, [&](int64_t c) { return std::exp(row[c] - row_max); }));
 }
 
-// p: [C], p_c = exp(row[c] − lse): the row's softmax.
+// The softmax of one row of C classes at a time, as doubles: p_c = exp(row[c] − lse). Contiguous
+// float32 rows take the level's float-lane exp (within 1.05 ulp of the exact value), through a
+// float buffer; the others std::exp.
 template <typename T>
-void softmax_of_row(const ClassRow<T>& row, int64_t C, double lse, double* p) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (on_row_kernels(row)) return tg::detail::exp_row_kernels_for_cpu().exp_wide(row.first, lse, p, C);
+class RowSoftmax {
+ public:
+  explicit RowSoftmax(int64_t C) : p_(static_cast<size_t>(C)), e_(std::is_same_v<T, float> ? p_.size() : 0) {}
+
+  const double* operator()(const ClassRow<T>& row, double lse) {
+    const auto C = static_cast<int64_t>(p_.size());
+    if constexpr (std::is_same_v<T, float>) {
+      if (on_row_kernels(row)) {
+        tg::detail::exp_row_kernels_for_cpu().scaled_exp(row.first, lse, 1.0, e_.data(), C);
+        std::copy(e_.begin(), e_.end(), p_.begin());
+        return p_.data();
+      }
+    }
+    for (int64_t c = 0; c < C; ++c) p_[c] = std::exp(row[c] - lse);
+    return p_.data();
   }
-  for (int64_t c = 0; c < C; ++c) p[c] = std::exp(row[c] - lse);
-}
+
+ private:
+  std::vector<double> p_;
+  std::vector<float> e_;
+};
 
 // --- class-index targets: cross_entropy and nll_loss --------------------------------------------
 
@@ -206,7 +223,7 @@ struct ClassIndexLoss {
     const int64_t C = rows.classes;
     const double weight_total = lane_sum(C, [&](int64_t c) { return class_weight(c); });
     for_each_chunk(row_chunks(rows.rows, C), rows.rows, [&](int64_t, int64_t r0, int64_t r1) {
-      std::vector<double> p(static_cast<size_t>(normalize ? C : 0));  // the row's softmax
+      RowSoftmax<T> softmax(normalize ? C : 0);
       for (int64_t r = r0; r < r1; ++r) {
         T* dx = dinput + rows.offset(r);
         const int64_t y = target[r];
@@ -217,7 +234,19 @@ struct ClassIndexLoss {
         const ClassRow<T> x = row(r);
         const double a = (1.0 - smoothing) * class_weight(y) * grad(r);
         const double b = smoothing > 0.0 ? smoothing / C * grad(r) : 0.0;
-        if (normalize) softmax_of_row(x, C, lse[r], p.data());
+        if constexpr (std::is_same_v<T, float>) {
+          if (normalize && smoothing == 0.0 && on_row_kernels(x)) {
+            // The common case in the level's vectors: dx_c = a · p_c, the softmax in float lanes
+            // and the product in double, rounded once; then dx_y = a · (p_y − 1) from the same p_y.
+            const tg::detail::ExpRowKernels& kernels = tg::detail::exp_row_kernels_for_cpu();
+            kernels.scaled_exp(x.first, lse[r], a, dx, C);
+            float p_y = 0.0f;
+            kernels.scaled_exp(x.first + y, lse[r], 1.0, &p_y, 1);
+            dx[y] = static_cast<T>(a * (static_cast<double>(p_y) - 1.0));
+            continue;
+          }
+        }
+        const double* p = normalize ? softmax(x, lse[r]) : nullptr;
         for (int64_t c = 0; c < C; ++c) {
           const double p_c = normalize ? p[c] : 0.0;
           const double d = a * (p_c - (c == y ? 1.0 : 0.0));
@@ -317,14 +346,14 @@ struct ClassProbabilityLoss {
   void backward(const double* lse, const Upstream& grad, T* dinput, T* dtarget) const {
     const int64_t C = rows.classes;
     for_each_chunk(row_chunks(rows.rows, C), rows.rows, [&](int64_t, int64_t r0, int64_t r1) {
-      std::vector<double> p(static_cast<size_t>(dinput ? C : 0));  // the row's softmax
+      RowSoftmax<T> softmax(dinput ? C : 0);
       for (int64_t r = r0; r < r1; ++r) {
         const ClassRow<T> x = row(r);
         const int64_t offset = rows.offset(r);
         const double g = grad(r);
         if (dinput) {
           const double target_mass = lane_sum(C, [&](int64_t c) { return weighted_target(r, c); });
-          softmax_of_row(x, C, lse[r], p.data());
+          const double* p = softmax(x, lse[r]);
           for (int64_t c = 0; c < C; ++c)
             dinput[offset + c * rows.inner] = static_cast<T>(g * (p[c] * target_mass - weighted_target(r, c)));
         }

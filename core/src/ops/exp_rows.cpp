@@ -6,7 +6,7 @@
 // and so does any thread count (a row is one task's).
 #include "ops/exp_rows.hpp"
 
-#include <cstring>
+#include <cmath>
 #include <limits>
 
 #include "deterministic_sum.hpp"
@@ -64,19 +64,14 @@ template <typename F>
 }
 
 // e_k = exp(x_k − shift) in float for one lane (a vector of floats or one float), stored to out
-// (as floats, or widened to doubles) unless out is null. x_k − shift.high is rounded to float and
-// its rounding error, less shift.low, goes to exp_float as the correction.
-template <typename Lane, typename Out>
-[[gnu::always_inline]] inline auto exp_lane(const Lane& at, const float* x, FloatShift shift, Out* out) {
+// unless out is null. x_k − shift.high is rounded to float and its rounding error, less
+// shift.low, goes to exp_float as the correction.
+template <typename Lane>
+[[gnu::always_inline]] inline auto exp_lane(const Lane& at, const float* x, FloatShift shift, float* out) {
   using F = std::remove_cvref_t<decltype(at(x))>;
   const ExactSum<F> difference = exact_sum(at(x), F{} - shift.high);
   const F e = exp_float(difference.value, difference.error - shift.low);
-  if constexpr (std::is_same_v<Out, float>) {
-    if (out) at.store(out, e);
-  } else {
-    const auto wide = widen(e);
-    std::memcpy(out + at.i, &wide, sizeof wide);
-  }
+  if (out) at.store(out, e);
   return e;
 }
 
@@ -117,9 +112,39 @@ double sum_exp(const float* x, double shift, float* out, int64_t n) {
   });
 }
 
-void exp_wide(const float* x, double shift, double* out, int64_t n) {
+// scale · e in double, rounded once to float, for a lane of floats (in halves of 8: see widen).
+template <typename F>
+[[gnu::always_inline]] inline F scaled_in_double(F e, double scale) {
+  if constexpr (std::is_same_v<F, float>) {
+    return static_cast<float>(static_cast<double>(e) * scale);
+  } else if constexpr (sizeof(F) < 64) {
+    return __builtin_convertvector(widen(e) * scale, F);
+  } else {
+    using Floats8 = VectorLane<float, 32>::Vec;
+    const auto halves = widen(e);
+    const Floats8 low = __builtin_convertvector(halves.low * scale, Floats8);
+    const Floats8 high = __builtin_convertvector(halves.high * scale, Floats8);
+    return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  }
+}
+
+void scaled_exp(const float* x, double shift, double scale, float* out, int64_t n) {
   const FloatShift float_shift(shift);
-  for_each_lane<float>(n, [&](auto at) { exp_lane(at, x, float_shift, out); });
+  for_each_lane<float>(n, [&](auto at) {
+    at.store(out, scaled_in_double(exp_lane(at, x, float_shift, nullptr), scale));
+  });
+}
+
+void softmax_forward(const float* x, float* y, int64_t n, bool log) {
+  const float shift = max(x, n);
+  const double sum = sum_exp(x, shift, log ? nullptr : y, n);
+  if (log) {
+    const float log_sum = static_cast<float>(std::log(sum));
+    for_each_lane<float>(n, [&](auto at) { at.store(y, (at(x) - shift) - log_sum); });
+  } else {
+    const float inverse = static_cast<float>(1.0 / sum);
+    for_each_lane<float>(n, [&](auto at) { at.store(y, at(y) * inverse); });
+  }
 }
 
 void softmax_backward(const float* dy, const float* y, float* dx, int64_t n, bool log) {
@@ -131,7 +156,11 @@ void softmax_backward(const float* dy, const float* y, float* dx, int64_t n, boo
 
 }  // namespace
 
-const ExpRowKernels exp_row_kernels = {.max = max, .sum_exp = sum_exp, .exp_wide = exp_wide, .softmax_backward = softmax_backward};
+const ExpRowKernels exp_row_kernels = {.max = max,
+                                       .sum_exp = sum_exp,
+                                       .scaled_exp = scaled_exp,
+                                       .softmax_forward = softmax_forward,
+                                       .softmax_backward = softmax_backward};
 
 }  // namespace tg::detail::TG_ISA
 

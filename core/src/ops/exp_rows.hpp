@@ -17,8 +17,12 @@ struct ExpRowKernels {
   // e^(x_k − shift), the difference taken exactly; 0 below e^−103.97, +∞ above e^88.72) and,
   // unless `out` is null, out[k] = e_k: [n].
   double (*sum_exp)(const float* x, double shift, float* out, int64_t n);
-  // x: [n] -> out: [n], out[k] = e_k (sum_exp's) widened to double.
-  void (*exp_wide)(const float* x, double shift, double* out, int64_t n);
+  // x: [n] -> out: [n], out[k] = scale · e_k (sum_exp's e_k) taken in double and rounded once to
+  // float: e_k itself for scale = 1. Cross-entropy's backward, scale · softmax.
+  void (*scaled_exp)(const float* x, double shift, double scale, float* out, int64_t n);
+  // x: [n] -> y: [n], softmax(x) (log_softmax(x) when `log`): max, sum_exp and the scale (or the
+  // shift by the log of the sum) of one row in one call, every pass in the level's vectors.
+  void (*softmax_forward)(const float* x, float* y, int64_t n, bool log);
   // dy, y: [n] -> dx: [n], softmax's backward (log_softmax's when `log`), ops/softmax_rows.hpp.
   void (*softmax_backward)(const float* dy, const float* y, float* dx, int64_t n, bool log);
 };

@@ -6,8 +6,8 @@
 //   "tanh": c(x) = ½ (1 + tanh u) = σ(2u), u = β (x + κ x³),   c'(x) = 2 σ(2u) σ(−2u) β (1 + 3κ x²)
 // and gelu'(x) = c(x) + x c'(x). glibc's scalar erf and tanh do not vectorise, so c is built here
 // in float lanes (16 floats to an AVX-512 vector) from a polynomial and simd_exp.hpp's exp_float.
-// Only the exp's argument (−x²/2, −2|u|) is computed in double lanes and handed over as a float
-// pair, since e^v's relative error is |v| times v's. Measured over 23.7 million float32 (every 97th
+// The exp's argument (−x²/2, −2|u|) is handed over as a float pair, high + low, since e^v's
+// relative error is |v| times v's: −x²/2 from x split into exact halves, −2|u| in double lanes. Measured over 23.7 million float32 (every 97th
 // in [−20, 20], every 4099th bit pattern of the whole range, subnormals included) against the exact
 // functions in long double (std::erfc, std::exp; tests/core/gelu_test.cpp):
 //   "none": y within 5.77 ulp, dx 5.70;   "tanh": y within 3.10 ulp, dx 6.32,
@@ -70,9 +70,19 @@ constexpr float kUnscale = 0x1p-32f;
 //   1 − h e for x ≥ 0;   gelu' = Φ(x) + x φ(x), φ(x) = e/√(2π).
 struct ErfGelu {
   static constexpr float kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
-  template <typename D>
-  static D exponent(D x) {
-    return x * x * -0.5;  // −x²/2
+  // −x²/2 as a float pair, high + low, in float lanes: x = head + tail with head x's leading 12
+  // bits, so that head², head·tail and tail² are exact floats (24 bits at most); only their sum
+  // rounds, at 2^−24 of a term below 2^−10 of x². (Cheaper than widening to double lanes.)
+  template <typename F>
+  static ExactSum<F> exponent_pair(F x) {
+    const F head = std::bit_cast<F>(std::bit_cast<UInt32<F>>(x) & 0xFFFFF000u);
+    const F tail = x - head;
+    const F high = (head * head) * -0.5f;
+    const F low_or_nan = -((head * tail) + (tail * tail) * 0.5f);
+    // x = ±∞ makes tail NaN: high (−∞) alone is the exponent; exp_float ignores the low part there
+    const F low = select(low_or_nan == low_or_nan, low_or_nan, F{});
+    const F sum = high + low;  // |high| ≥ |low|: the rounding error of the sum is exact (Fast2Sum)
+    return {sum, low - (sum - high)};
   }
   template <typename F>
   static F half_scaled_erfc(F x) {
@@ -117,8 +127,8 @@ struct TanhGelu {
   }
 };
 
-// Form::exponent(x) computed in double and split into a float pair, high + low: the argument that
-// exp_float takes. x is a float or a vector of at most 8 (whose doubles fill one 64-byte register);
+// TanhGelu::exponent(x) computed in double and split into a float pair, high + low: the argument
+// that exp_float takes. x is a float or a vector of at most 8 (whose doubles fill one 64-byte register);
 // a vector of 16 goes in two halves, so that GCC keeps every operation at full register width.
 template <typename Form, typename F>
 [[gnu::always_inline]] inline ExactSum<F> exponent_as_float_pair(F x) {
@@ -144,7 +154,9 @@ template <typename Form, typename F>
 // e^(Form::exponent(x)) · 2^kScale for a lane of floats, within exp_float's 1.05 ulp.
 template <typename Form, typename F>
 [[gnu::always_inline]] inline F exp_term(F x) {
-  const ExactSum<F> exponent = exponent_as_float_pair<Form>(x);
+  ExactSum<F> exponent;
+  if constexpr (std::is_same_v<Form, ErfGelu>) exponent = ErfGelu::exponent_pair(x);
+  else exponent = exponent_as_float_pair<Form>(x);
   return exp_float<kScale>(exponent.value, exponent.error);
 }
 

@@ -75,18 +75,8 @@ void softmax_forward(const T* x, T* y, const AlongDim& layout) {
     T* out = y + start;
     if constexpr (kFloatRow<T, decltype(stride)>) {
       // the same steps, with e_k = exp(x_k − m) in float lanes (within 1.05 ulp)
-      const float* in_row = float_row<decltype(stride)>(in);
-      float* out_row = float_row<decltype(stride)>(out);
-      const detail::ExpRowKernels& kernels = detail::exp_row_kernels_for_cpu();
-      const float shift = kernels.max(in_row, n);
-      const double sum = kernels.sum_exp(in_row, shift, Log ? nullptr : out_row, n);
-      if constexpr (Log) {
-        const float log_sum = static_cast<float>(std::log(sum));
-        for (int64_t k = 0; k < n; ++k) out_row[k] = in_row[k] - shift - log_sum;
-      } else {
-        const float inverse = static_cast<float>(1.0 / sum);
-        for (int64_t k = 0; k < n; ++k) out_row[k] *= inverse;
-      }
+      detail::exp_row_kernels_for_cpu().softmax_forward(float_row<decltype(stride)>(in),
+                                                        float_row<decltype(stride)>(out), n, Log);
       return;
     }
     const T shift = line_max(in, n, stride);
