@@ -1,7 +1,7 @@
 // The float-lane exp of the softmax family's and cross-entropy's row kernels (simd_exp.hpp's
-// exp_float, through core/src/ops/exp_rows.cpp's scaled_exp at scale 1): within 1.05 ulp of e^x over the whole
-// float range, subnormal results included, IEEE's 0, +∞ and NaN at the ends, the shift's rounding error
-// carried, and bitwise the same at every vector level.
+// exp_float, through core/src/ops/exp_rows.cpp's scaled_exp at scale 1): within 1.05 ulp of e^x
+// over the whole float range, subnormal results included, IEEE's 0, +∞ and NaN at the ends, the
+// shift's rounding error carried, and bitwise the same at every vector level.
 #include <bit>
 #include <cmath>
 #include <cstdint>

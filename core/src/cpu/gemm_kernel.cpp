@@ -1,5 +1,6 @@
 // The GEMM kernel choice: BLIS's detection when it knows the CPU and uses its widest instruction
-// set, else the best BLIS configuration the CPU's features can run, handed to BLIS as an explicit context (bli_?gemm_ex's cntx).
+// set, else the best BLIS configuration the CPU's features can run, handed to BLIS as an explicit
+// context (bli_?gemm_ex's cntx).
 #include "cpu/gemm_kernel.hpp"
 
 #include <bit>

@@ -7,9 +7,10 @@
 // and gelu'(x) = c(x) + x c'(x). glibc's scalar erf and tanh do not vectorise, so c is built here
 // in float lanes (16 floats to an AVX-512 vector) from a polynomial and simd_exp.hpp's exp_float.
 // The exp's argument (−x²/2, −2|u|) is handed over as a float pair, high + low, since e^v's
-// relative error is |v| times v's: −x²/2 from x split into exact halves, −2|u| in double lanes. Measured over 23.7 million float32 (every 97th
-// in [−20, 20], every 4099th bit pattern of the whole range, subnormals included) against the exact
-// functions in long double (std::erfc, std::exp; tests/core/gelu_test.cpp):
+// relative error is |v| times v's: −x²/2 from x split into exact halves, −2|u| in double lanes.
+// Measured over 23.7 million float32 (every 97th in [−20, 20], every 4099th bit pattern of the
+// whole range, subnormals included) against the exact functions in long double (std::erfc,
+// std::exp; tests/core/gelu_test.cpp):
 //   "none": y within 5.77 ulp, dx 5.70;   "tanh": y within 3.10 ulp, dx 6.32,
 // dx's ulp taken at |c| + |x c'| where dx cancels to 0 (GELU's minimum, x ≈ −0.7518). That is
 // more accurate than ½x(1 + erf(x/√2)) in float (PyTorch's kernel), which loses every digit of a
@@ -64,6 +65,31 @@ F scaled_erfc_nonnegative(F z) {
 constexpr int kScale = 32;
 constexpr float kUnscale = 0x1p-32f;
 
+// exponent(x) computed in double lanes and split into a float pair, high + low: the argument that
+// exp_float takes. x is a float or a vector of at most 8 (whose doubles fill one 64-byte
+// register); a vector of 16 goes in two halves, so that GCC keeps every operation at full
+// register width.
+template <typename F, typename Exponent>
+[[gnu::always_inline]] inline ExactSum<F> exponent_in_double(F x, const Exponent& exponent) {
+  if constexpr (std::is_same_v<F, float>) {
+    const double wide = exponent(static_cast<double>(x));
+    const float high = static_cast<float>(wide);
+    return {high, static_cast<float>(wide - high)};
+  } else if constexpr (sizeof(F) <= 32) {
+    using Wide = typename VectorLane<float, sizeof(F)>::Wide;
+    const Wide wide = exponent(__builtin_convertvector(x, Wide));
+    const F high = __builtin_convertvector(wide, F);
+    return {high, __builtin_convertvector(wide - __builtin_convertvector(high, Wide), F)};
+  } else {
+    const auto low_half = exponent_in_double(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7), exponent);
+    const auto high_half = exponent_in_double(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15), exponent);
+    const auto join = [](auto first, auto second) {
+      return __builtin_shufflevector(first, second, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    };
+    return {join(low_half.value, high_half.value), join(low_half.error, high_half.error)};
+  }
+}
+
 // approximate = "none": c = Φ, the standard normal CDF, and e = e^(−x²/2) (its argument is exact in
 // double, x being a float). With h = ½ erfc(|x|/√2) e^(x²/2):
 //   Φ(x) = h e for x < 0 (no cancellation, unlike ½(1 + erf), so a tiny Φ keeps its digits),
@@ -107,11 +133,11 @@ struct ErfGelu {
 struct TanhGelu {
   static constexpr double kBeta = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // √(2/π)
   static constexpr double kKappa = 0.044715;
-  // −2|u| in double: in float its rounding (and κ's) would cost |2u| · 2^−24 relative in e, 45 ulp
-  // where σ(2u) is still a normal float.
-  template <typename D>
-  static D exponent(D x) {
-    return -2.0 * absolute(kBeta * (x + kKappa * (x * x * x)));
+  // −2|u| in double lanes: in float its rounding (and κ's) would cost |2u| · 2^−24 relative in e,
+  // 45 ulp where σ(2u) is still a normal float.
+  template <typename F>
+  static ExactSum<F> exponent_pair(F x) {
+    return exponent_in_double(x, [](auto d) { return -2.0 * absolute(kBeta * (d + kKappa * (d * d * d))); });
   }
   template <typename F>
   static F value(F x, F scaled_e) {
@@ -127,36 +153,10 @@ struct TanhGelu {
   }
 };
 
-// TanhGelu::exponent(x) computed in double and split into a float pair, high + low: the argument
-// that exp_float takes. x is a float or a vector of at most 8 (whose doubles fill one 64-byte register);
-// a vector of 16 goes in two halves, so that GCC keeps every operation at full register width.
-template <typename Form, typename F>
-[[gnu::always_inline]] inline ExactSum<F> exponent_as_float_pair(F x) {
-  if constexpr (std::is_same_v<F, float>) {
-    const double exponent = Form::exponent(static_cast<double>(x));
-    const float high = static_cast<float>(exponent);
-    return {high, static_cast<float>(exponent - high)};
-  } else if constexpr (sizeof(F) <= 32) {
-    using Wide = typename VectorLane<float, sizeof(F)>::Wide;
-    const Wide exponent = Form::exponent(__builtin_convertvector(x, Wide));
-    const F high = __builtin_convertvector(exponent, F);
-    return {high, __builtin_convertvector(exponent - __builtin_convertvector(high, Wide), F)};
-  } else {
-    const auto low_half = exponent_as_float_pair<Form>(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7));
-    const auto high_half = exponent_as_float_pair<Form>(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15));
-    const auto join = [](auto first, auto second) {
-      return __builtin_shufflevector(first, second, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    };
-    return {join(low_half.value, high_half.value), join(low_half.error, high_half.error)};
-  }
-}
-
-// e^(Form::exponent(x)) · 2^kScale for a lane of floats, within exp_float's 1.05 ulp.
+// e^(Form's exponent of x) · 2^kScale for a lane of floats, within exp_float's 1.05 ulp.
 template <typename Form, typename F>
 [[gnu::always_inline]] inline F exp_term(F x) {
-  ExactSum<F> exponent;
-  if constexpr (std::is_same_v<Form, ErfGelu>) exponent = ErfGelu::exponent_pair(x);
-  else exponent = exponent_as_float_pair<Form>(x);
+  const ExactSum<F> exponent = Form::exponent_pair(x);
   return exp_float<kScale>(exponent.value, exponent.error);
 }
 
