@@ -171,14 +171,15 @@ void gelu_forward(const float* x, float* y, int64_t n) {
   });
 }
 
-// grad_output, x: [n] -> grad_input: [n] = grad_output · gelu'(x).
+// x: [n] -> y: [n], derivative: [n]; y = gelu(x), derivative = gelu'(x).
 template <typename Form>
-void gelu_backward(const float* grad_output, const float* x, float* grad_input, int64_t n) {
+void gelu_forward_and_derivative(const float* x, float* y, float* derivative, int64_t n) {
   parallel_for(n, kElementwiseGrain, [=](int64_t begin, int64_t end) {
     for_each_lane<float>(end - begin, [&](auto at) {
       const auto x_lane = at(x + begin);
-      const auto derivative = Form::derivative(x_lane, exp_term<Form>(x_lane));
-      at.store(grad_input + begin, at(grad_output + begin) * derivative);
+      const auto e = exp_term<Form>(x_lane);
+      at.store(y + begin, Form::value(x_lane, e));
+      at.store(derivative + begin, Form::derivative(x_lane, e));
     });
   });
 }
@@ -188,15 +189,15 @@ void forward(const float* x, float* y, int64_t n, GeluApproximation approximatio
   else gelu_forward<ErfGelu>(x, y, n);
 }
 
-void backward(const float* grad_output, const float* x, float* grad_input, int64_t n,
-              GeluApproximation approximation) {
-  if (approximation == GeluApproximation::tanh) gelu_backward<TanhGelu>(grad_output, x, grad_input, n);
-  else gelu_backward<ErfGelu>(grad_output, x, grad_input, n);
+void forward_and_derivative(const float* x, float* y, float* derivative, int64_t n,
+                            GeluApproximation approximation) {
+  if (approximation == GeluApproximation::tanh) gelu_forward_and_derivative<TanhGelu>(x, y, derivative, n);
+  else gelu_forward_and_derivative<ErfGelu>(x, y, derivative, n);
 }
 
 }  // namespace
 
-const GeluKernels gelu_kernels = {.forward = forward, .backward = backward};
+const GeluKernels gelu_kernels = {.forward = forward, .forward_and_derivative = forward_and_derivative};
 
 }  // namespace tg::detail::TG_ISA
 

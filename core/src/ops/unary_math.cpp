@@ -47,23 +47,26 @@ Tensor unary_op(const Tensor& x, const char* op, const char* node_name, const Fo
   detail::rethrow_out_of_memory_as(op);
 }
 
-// float32 GELU: one vectorised pass each way (ops/gelu_kernels.cpp), where glibc's scalar erf and
-// tanh would not vectorise. The same formulas as below, computed in double lanes and rounded once,
-// so within 0.6 float32 ulp of the exact GELU; the backward recomputes from the saved input too.
+// float32 GELU: one vectorised pass (ops/gelu_kernels.cpp), where glibc's scalar erf and tanh
+// would not vectorise. When a gradient is needed, that pass also writes gelu'(x), which costs
+// little beside the exp and erfc it shares with gelu(x), and backward is one product with it: it
+// is saved in place of the input (the same memory), and backward no longer runs the exp and erfc
+// a second time. The same bits as computing gelu'(x) in backward.
 Tensor gelu_float32(const Tensor& x, detail::GeluApproximation approximation) {
   Tensor out = make_tensor(x.shape(), kFloat32, "gelu");
-  detail::gelu_kernels_for_cpu().forward(x.data<float>(), out.mutable_data<float>(), x.numel(), approximation);
-  if (autograd::needs_grad(x))
-    autograd::record(out, "GeluBackward", {x},
-                     [saved_input = autograd::SavedTensor(x), approximation](const Tensor& g,
-                                                                              autograd::GradInputs& grads) {
-                       const Tensor input = grads.unpack(saved_input);
-                       Tensor grad_input = make_tensor(input.shape(), kFloat32, "gelu");
-                       detail::gelu_kernels_for_cpu().backward(g.data<float>(), input.data<float>(),
-                                                               grad_input.mutable_data<float>(), input.numel(),
-                                                               approximation);
-                       grads.set(0, grad_input);
-                     });
+  const detail::GeluKernels& kernels = detail::gelu_kernels_for_cpu();
+  if (!autograd::needs_grad(x)) {
+    kernels.forward(x.data<float>(), out.mutable_data<float>(), x.numel(), approximation);
+    return out;
+  }
+  Tensor derivative = make_tensor(x.shape(), kFloat32, "gelu");
+  kernels.forward_and_derivative(x.data<float>(), out.mutable_data<float>(), derivative.mutable_data<float>(),
+                                 x.numel(), approximation);
+  autograd::record(out, "GeluBackward", {x},
+                   [saved_derivative = autograd::SavedTensor(derivative)](const Tensor& g, autograd::GradInputs& grads) {
+                     const Tensor& derivative = grads.unpack(saved_derivative);
+                     grads.set(0, detail::map2(g, derivative, [](auto gv, auto dv) { return gv * dv; }));
+                   });
   return out;
 }
 
