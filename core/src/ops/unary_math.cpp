@@ -49,9 +49,10 @@ Tensor unary_op(const Tensor& x, const char* op, const char* node_name, const Fo
 
 // float32 GELU: one vectorised pass (ops/gelu_kernels.cpp), where glibc's scalar erf and tanh
 // would not vectorise. When a gradient is needed, that pass also writes gelu'(x), which costs
-// little beside the exp and erfc it shares with gelu(x), and backward is one product with it: it
-// is saved in place of the input (the same memory), and backward no longer runs the exp and erfc
-// a second time. The same bits as computing gelu'(x) in backward.
+// little beside the exp and erfc it shares with gelu(x), and backward is one product with it
+// instead of running the exp and erfc a second time. It is saved in place of the input, and has
+// its size: where nothing else keeps the input alive, the memory is the same. The same bits as
+// computing gelu'(x) in backward.
 Tensor gelu_float32(const Tensor& x, detail::GeluApproximation approximation) {
   Tensor out = make_tensor(x.shape(), kFloat32, "gelu");
   const detail::GeluKernels& kernels = detail::gelu_kernels_for_cpu();
