@@ -160,44 +160,34 @@ template <typename Form, typename F>
   return exp_float<kScale>(exponent.value, exponent.error);
 }
 
-// x: [n] -> y: [n], y = gelu(x) = x · c(x).
-template <typename Form>
-void gelu_forward(const float* x, float* y, int64_t n) {
-  parallel_for(n, kElementwiseGrain, [=](int64_t begin, int64_t end) {
-    for_each_lane<float>(end - begin, [&](auto at) {
-      const auto x_lane = at(x + begin);
-      at.store(y + begin, Form::value(x_lane, exp_term<Form>(x_lane)));
-    });
-  });
-}
-
-// x: [n] -> y: [n], derivative: [n]; y = gelu(x), derivative = gelu'(x).
-template <typename Form>
-void gelu_forward_and_derivative(const float* x, float* y, float* derivative, int64_t n) {
+// x: [n] -> y: [n], y = gelu(x) = x · c(x), and with kDerivative derivative: [n] = gelu'(x) from
+// the same exponential.
+template <typename Form, bool kDerivative>
+void gelu_forward(const float* x, float* y, float* derivative, int64_t n) {
   parallel_for(n, kElementwiseGrain, [=](int64_t begin, int64_t end) {
     for_each_lane<float>(end - begin, [&](auto at) {
       const auto x_lane = at(x + begin);
       const auto e = exp_term<Form>(x_lane);
       at.store(y + begin, Form::value(x_lane, e));
-      at.store(derivative + begin, Form::derivative(x_lane, e));
+      if constexpr (kDerivative) at.store(derivative + begin, Form::derivative(x_lane, e));
     });
   });
 }
 
-void forward(const float* x, float* y, int64_t n, GeluApproximation approximation) {
-  if (approximation == GeluApproximation::tanh) gelu_forward<TanhGelu>(x, y, n);
-  else gelu_forward<ErfGelu>(x, y, n);
+template <typename Form>
+void gelu_forward(const float* x, float* y, float* derivative, int64_t n) {
+  if (derivative) gelu_forward<Form, true>(x, y, derivative, n);
+  else gelu_forward<Form, false>(x, y, nullptr, n);
 }
 
-void forward_and_derivative(const float* x, float* y, float* derivative, int64_t n,
-                            GeluApproximation approximation) {
-  if (approximation == GeluApproximation::tanh) gelu_forward_and_derivative<TanhGelu>(x, y, derivative, n);
-  else gelu_forward_and_derivative<ErfGelu>(x, y, derivative, n);
+void forward(const float* x, float* y, float* derivative, int64_t n, GeluApproximation approximation) {
+  if (approximation == GeluApproximation::tanh) gelu_forward<TanhGelu>(x, y, derivative, n);
+  else gelu_forward<ErfGelu>(x, y, derivative, n);
 }
 
 }  // namespace
 
-const GeluKernels gelu_kernels = {.forward = forward, .forward_and_derivative = forward_and_derivative};
+const GeluKernels gelu_kernels = {.forward = forward};
 
 }  // namespace tg::detail::TG_ISA
 

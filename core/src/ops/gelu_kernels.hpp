@@ -12,12 +12,10 @@ namespace tg::detail {
 enum class GeluApproximation { none, tanh };
 
 struct GeluKernels {
-  // x: [n] -> y: [n], y = gelu(x).
-  void (*forward)(const float* x, float* y, int64_t n, GeluApproximation approximation);
-  // x: [n] -> y: [n], derivative: [n], y = gelu(x) and derivative = gelu'(x), from the one
-  // exponential and erfc they share: what backward needs, at a fraction of recomputing it there.
-  void (*forward_and_derivative)(const float* x, float* y, float* derivative, int64_t n,
-                                 GeluApproximation approximation);
+  // x: [n] -> y: [n], y = gelu(x); unless derivative is null, also derivative: [n] = gelu'(x),
+  // from the exponential and erfc it shares with gelu(x): what backward needs, at a fraction of
+  // recomputing it there.
+  void (*forward)(const float* x, float* y, float* derivative, int64_t n, GeluApproximation approximation);
 };
 
 TG_DECLARE_ISA_KERNELS(GeluKernels, gelu_kernels)

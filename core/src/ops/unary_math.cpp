@@ -57,12 +57,12 @@ Tensor gelu_float32(const Tensor& x, detail::GeluApproximation approximation) {
   Tensor out = make_tensor(x.shape(), kFloat32, "gelu");
   const detail::GeluKernels& kernels = detail::gelu_kernels_for_cpu();
   if (!autograd::needs_grad(x)) {
-    kernels.forward(x.data<float>(), out.mutable_data<float>(), x.numel(), approximation);
+    kernels.forward(x.data<float>(), out.mutable_data<float>(), nullptr, x.numel(), approximation);
     return out;
   }
   Tensor derivative = make_tensor(x.shape(), kFloat32, "gelu");
-  kernels.forward_and_derivative(x.data<float>(), out.mutable_data<float>(), derivative.mutable_data<float>(),
-                                 x.numel(), approximation);
+  kernels.forward(x.data<float>(), out.mutable_data<float>(), derivative.mutable_data<float>(), x.numel(),
+                  approximation);
   autograd::record(out, "GeluBackward", {x},
                    [saved_derivative = autograd::SavedTensor(derivative)](const Tensor& g, autograd::GradInputs& grads) {
                      const Tensor& derivative = grads.unpack(saved_derivative);
