@@ -114,29 +114,52 @@ static_assert(kAccumulators == 4, "lane_sums adds its four accumulators by name"
 // that wait for it: the hottest instruction of LayerNorm's forward on rows of 64 floats).
 typedef double SumPair __attribute__((vector_size(16)));
 
+// The sum of the lanes of one 64-byte vector held as Split register-wide parts in lane order
+// (simd_lanes.hpp's kRegisterBytes): the adds of reduce_add's tree on the whole vector, in the same
+// order — the first halves its lanes pairwise, which adds part s to part s + Split/2, and so on
+// down to one part, then reduce_add within that register.
+template <typename T, int64_t Split, typename V>
+T reduce_parts(V (&parts)[Split]) {
+  for (int64_t half = Split / 2; half >= 1; half /= 2)
+    for (int64_t s = 0; s < half; ++s) parts[s] = parts[s] + parts[s + half];
+  return reduce_add<T, static_cast<int64_t>(sizeof(V) / sizeof(T))>(parts[0]);
+}
+
+// (acc[0] + acc[1]) + (acc[2] + acc[3]) part by part, then its lanes' sum (reduce_parts).
+template <typename T, int64_t Count, int64_t Split, typename V>
+T reduce_accumulators(const V (&acc)[Count][Split]) {
+  static_assert(Count == 4, "four accumulators, added by name");
+  V parts[Split];
+  for (int64_t s = 0; s < Split; ++s) parts[s] = (acc[0][s] + acc[1][s]) + (acc[2][s] + acc[3][s]);
+  return reduce_parts<T>(parts);
+}
+
 template <typename T, typename Terms>
 SumPair lane_sums(int64_t n, const Terms& terms) {
-  using Vec = typename VectorLane<T>::Vec;
+  // The lanes of the sums are those of one 64-byte vector at every level (the bits do not depend
+  // on the level); each is held as kSplit vectors of the level's register width.
   constexpr int64_t W = Simd<T>::kWidth;
+  using Part = VectorLane<T, kRegisterBytes>;
+  using Vec = typename Part::Vec;
+  constexpr int64_t kSplit = W / Part::kWidth;
   constexpr int64_t kStep = kAccumulators * W;
   SumPair sums = {0.0, 0.0};
   int64_t i = 0;
   while (i + W <= n) {
-    Vec a[kAccumulators] = {}, b[kAccumulators] = {};
+    Vec a[kAccumulators][kSplit] = {}, b[kAccumulators][kSplit] = {};
+    // Adds the terms of the 64-byte vector at `at` into accumulator k.
+    const auto add = [&](int64_t at, int64_t k) {
+      for (int64_t s = 0; s < kSplit; ++s) {
+        const auto [term_a, term_b] = terms(Part{at + s * Part::kWidth});
+        a[k][s] += term_a;
+        b[k][s] += term_b;
+      }
+    };
     const int64_t block_end = std::min(n, i + kBlockSteps * kStep);
     for (; i + kStep <= block_end; i += kStep)
-      for (int64_t k = 0; k < kAccumulators; ++k) {
-        const auto [term_a, term_b] = terms(VectorLane<T>{i + k * W});
-        a[k] += term_a;
-        b[k] += term_b;
-      }
-    for (; i + W <= block_end; i += W) {  // the last < kAccumulators vectors of the row
-      const auto [term_a, term_b] = terms(VectorLane<T>{i});
-      a[0] += term_a;
-      b[0] += term_b;
-    }
-    sums += SumPair{static_cast<double>(VectorLane<T>::reduce((a[0] + a[1]) + (a[2] + a[3]))),
-                    static_cast<double>(VectorLane<T>::reduce((b[0] + b[1]) + (b[2] + b[3])))};
+      for (int64_t k = 0; k < kAccumulators; ++k) add(i + k * W, k);
+    for (; i + W <= block_end; i += W) add(i, 0);  // the last < kAccumulators vectors of the row
+    sums += SumPair{static_cast<double>(reduce_accumulators<T>(a)), static_cast<double>(reduce_accumulators<T>(b))};
   }
   return fold_tail_lanes<T>(i, n, sums, [&](SumPair acc, auto lane) {
     const auto [term_a, term_b] = terms(lane);
@@ -160,25 +183,35 @@ static_assert(kWideAccumulators == 4, "wide_lane_sums adds its four accumulators
 
 template <typename T, typename Terms>
 SumPair wide_lane_sums(int64_t n, const Terms& terms) {
+  // Lanes of 8 elements (one 64-byte vector of doubles), each held as kSplit register-wide parts
+  // of kPart doubles: terms() sees kPart elements of T read as one register of doubles.
   constexpr int64_t W = 8;
-  using Lane = VectorLane<T, W * sizeof(T)>;
-  using Wide = typename Lane::Wide;
+  constexpr int64_t kPart = static_cast<int64_t>(kRegisterBytes / sizeof(double));
+  constexpr int64_t kSplit = W / kPart;
+  using Part = VectorLane<T, kPart * sizeof(T)>;
+  using Wide = typename Part::Wide;
   constexpr int64_t kStep = kWideAccumulators * W;
   SumPair sums = {0.0, 0.0};
   int64_t i = 0;
   if (n >= kStep) {
-    Wide a[kWideAccumulators] = {}, b[kWideAccumulators] = {};
+    Wide a[kWideAccumulators][kSplit] = {}, b[kWideAccumulators][kSplit] = {};
     for (; i + kStep <= n; i += kStep)
-      for (int64_t k = 0; k < kWideAccumulators; ++k) {
-        const auto [term_a, term_b] = terms(Lane{i + k * W});
-        a[k] += term_a;
-        b[k] += term_b;
-      }
-    sums = SumPair{Lane::reduce((a[0] + a[1]) + (a[2] + a[3])), Lane::reduce((b[0] + b[1]) + (b[2] + b[3]))};
+      for (int64_t k = 0; k < kWideAccumulators; ++k)
+        for (int64_t s = 0; s < kSplit; ++s) {
+          const auto [term_a, term_b] = terms(Part{i + k * W + s * kPart});
+          a[k][s] += term_a;
+          b[k][s] += term_b;
+        }
+    sums = SumPair{reduce_accumulators<double>(a), reduce_accumulators<double>(b)};
   }
   for (; i + W <= n; i += W) {
-    const auto [term_a, term_b] = terms(Lane{i});
-    sums += SumPair{Lane::reduce(term_a), Lane::reduce(term_b)};
+    Wide a[kSplit], b[kSplit];
+    for (int64_t s = 0; s < kSplit; ++s) {
+      const auto [term_a, term_b] = terms(Part{i + s * kPart});
+      a[s] = term_a;
+      b[s] = term_b;
+    }
+    sums += SumPair{reduce_parts<double>(a), reduce_parts<double>(b)};
   }
   return fold_tail_lanes<T>(i, n, sums, [&](SumPair acc, auto lane) {
     const auto [term_a, term_b] = terms(lane);

@@ -43,25 +43,50 @@ T reduce_add(V v) {
   }
 }
 
-// A non-temporal store of the 64-byte vector at `from` to a 64-byte aligned address, in the
-// widest instructions the level has (SSE2's are in every x86-64 CPU).
-template <typename T>
-void stream_64_bytes(T* to, const T* from) {
-  constexpr bool kFloat = std::is_same_v<T, float>;
+// The level's widest vector register, in bytes.
 #if defined(__AVX512F__)
-  if constexpr (kFloat) _mm512_stream_ps(to, _mm512_loadu_ps(from));
-  else _mm512_stream_pd(to, _mm512_loadu_pd(from));
+inline constexpr size_t kRegisterBytes = 64;
 #elif defined(__AVX__)
-  for (int64_t k = 0; k < Simd<T>::kWidth; k += 32 / sizeof(T)) {
-    if constexpr (kFloat) _mm256_stream_ps(to + k, _mm256_loadu_ps(from + k));
-    else _mm256_stream_pd(to + k, _mm256_loadu_pd(from + k));
-  }
+inline constexpr size_t kRegisterBytes = 32;
 #else
-  for (int64_t k = 0; k < Simd<T>::kWidth; k += 16 / sizeof(T)) {
-    if constexpr (kFloat) _mm_stream_ps(to + k, _mm_loadu_ps(from + k));
-    else _mm_stream_pd(to + k, _mm_loadu_pd(from + k));
-  }
+inline constexpr size_t kRegisterBytes = 16;
 #endif
+
+// Stores the vector v at `to` (unaligned). A vector wider than the level's registers is stored a
+// register at a time, its halves taken by shuffles: GCC copies a whole wider vector through the
+// stack, 16 bytes at a time (at AVX2 that tripled LayerNorm's time).
+template <typename T, typename V>
+void store_vector(T* to, V v) {
+  if constexpr (sizeof(V) <= kRegisterBytes) {
+    std::memcpy(to, &v, sizeof v);
+  } else {
+    constexpr size_t kHalf = sizeof(V) / sizeof(T) / 2;
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      store_vector(to, __builtin_shufflevector(v, v, I...));
+      store_vector(to + kHalf, __builtin_shufflevector(v, v, (I + kHalf)...));
+    }(std::make_index_sequence<kHalf>{});
+  }
+}
+
+// A non-temporal store of the vector v (a whole number of the level's registers) to an address
+// aligned to a register, in the level's widest instructions (SSE2's are in every x86-64 CPU).
+template <typename T, typename V>
+void stream_vector(T* to, V v) {
+  constexpr bool kFloat = std::is_same_v<T, float>;
+  constexpr int64_t kStep = kRegisterBytes / sizeof(T);
+  for (int64_t k = 0; k < static_cast<int64_t>(sizeof(V) / sizeof(T)); k += kStep) {
+    const T* from = reinterpret_cast<const T*>(&v) + k;
+#if defined(__AVX512F__)
+    if constexpr (kFloat) _mm512_stream_ps(to + k, _mm512_loadu_ps(from));
+    else _mm512_stream_pd(to + k, _mm512_loadu_pd(from));
+#elif defined(__AVX__)
+    if constexpr (kFloat) _mm256_stream_ps(to + k, _mm256_loadu_ps(from));
+    else _mm256_stream_pd(to + k, _mm256_loadu_pd(from));
+#else
+    if constexpr (kFloat) _mm_stream_ps(to + k, _mm_loadu_ps(from));
+    else _mm_stream_pd(to + k, _mm_loadu_pd(from));
+#endif
+  }
 }
 
 // Elements [i, i + kWidth) of every row array the formula touches; a narrower Bytes serves the
@@ -79,12 +104,12 @@ struct VectorLane {
   // The same elements converted to double, one double lane per lane of T.
   typedef double Wide __attribute__((vector_size(kWidth * sizeof(double))));
   Wide wide(const T* row) const { return __builtin_convertvector((*this)(row), Wide); }
-  void store(T* row, Vec v) const { std::memcpy(row + i, &v, sizeof v); }
-  // A non-temporal store (straight to memory, no read of the line first) for a full vector at a
-  // 64-byte aligned address; a plain store for tail vectors. After streaming, a kernel calls
-  // streaming_fence() before its results may be read.
+  void store(T* row, Vec v) const { store_vector(row + i, v); }
+  // A non-temporal store (straight to memory, no read of the line first) for a full vector (of
+  // the level's registers or 64 bytes) at an address aligned to its size; a plain store for tail
+  // vectors. After streaming, a kernel calls streaming_fence() before its results may be read.
   void stream(T* row, Vec v) const {
-    if constexpr (Bytes == 64) stream_64_bytes(row + i, reinterpret_cast<const T*>(&v));
+    if constexpr (Bytes >= kRegisterBytes) stream_vector(row + i, v);
     else store(row, v);
   }
   static T reduce(Vec v) { return reduce_add<T, kWidth>(v); }
@@ -161,13 +186,16 @@ void for_each_tail_lane(int64_t i, int64_t n, const F& f) {
   });
 }
 
-// f(lane) for every element of [0, n): whole vectors first, then the tail.
+// f(lane) for every element of [0, n): vectors of the level's register width first, then the
+// tail. For a formula applied lane by lane the width does not change a bit, and GCC keeps vectors
+// of one register in registers, where it copies wider ones through the stack (lane_sums keeps the
+// 64-byte lane order of its sums with register-wide vectors too).
 template <typename T, typename F>
 void for_each_lane(int64_t n, const F& f) {
-  constexpr int64_t W = Simd<T>::kWidth;
+  using Lane = VectorLane<T, kRegisterBytes>;
   int64_t i = 0;
-  for (; i + W <= n; i += W) f(VectorLane<T>{i});
-  for_each_tail_lane<T>(i, n, f);
+  for (; i + Lane::kWidth <= n; i += Lane::kWidth) f(Lane{i});
+  for_each_tail_lane<T>(i, n, f);  // less than one register is left: its 32-byte step is skipped at AVX2
 }
 
 }  // namespace TG_ISA_HELPERS

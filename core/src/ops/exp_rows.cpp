@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "deterministic_sum.hpp"
 #include "ops/softmax_rows.hpp"
@@ -21,20 +22,28 @@ namespace tg::detail::TG_ISA {
 
 namespace {
 
+// A block of 16 floats (one 64-byte vector, the lanes of the sums and of the max at every level)
+// is read as kParts vectors of the level's register width: GCC keeps those in registers, where it
+// copies wider vectors through the stack.
+using FloatPart = VectorLane<float, kRegisterBytes>;
+using FloatVec = FloatPart::Vec;
+constexpr int64_t kBlock = Simd<float>::kWidth;
+constexpr int64_t kParts = kBlock / FloatPart::kWidth;
+
 float max(const float* x, int64_t n) {
-  // best = max(best, x) as std::max: a NaN x_k leaves best as it is
+  // best = max(best, x) as std::max: a NaN x_k leaves best as it is. Lane j of the block keeps the
+  // running max of the elements j, j + 16, ...; the lanes are then taken in order, so which of
+  // +0 and −0 wins is the same at every level.
   auto keep_larger = [](auto best, auto v) { return best < v ? v : best; };
-  using Vec = VectorLane<float>::Vec;
   constexpr float kLowest = -std::numeric_limits<float>::infinity();
-  Vec best = Vec{} + kLowest;
-  constexpr int64_t W = Simd<float>::kWidth;
+  FloatVec best[kParts];
+  for (FloatVec& part : best) part = FloatVec{} + kLowest;
   int64_t k = 0;
-  for (; k + W <= n; k += W) {
-    const Vec v = VectorLane<float>{k}(x);
-    best = best < v ? v : best;
-  }
+  for (; k + kBlock <= n; k += kBlock)
+    for (int64_t s = 0; s < kParts; ++s) best[s] = keep_larger(best[s], FloatPart{k + s * FloatPart::kWidth}(x));
   float result = kLowest;
-  for (int64_t lane = 0; lane < W; ++lane) result = keep_larger(result, best[lane]);
+  for (int64_t lane = 0; lane < kBlock; ++lane)
+    result = keep_larger(result, best[lane / FloatPart::kWidth][lane % FloatPart::kWidth]);
   for (; k < n; ++k) result = keep_larger(result, x[k]);
   return result;
 }
@@ -46,20 +55,25 @@ struct FloatShift {
       : high(static_cast<float>(shift)), low(static_cast<float>(shift - static_cast<double>(high))) {}
 };
 
-// A block's 16 floats as two vectors of 8 doubles (64 bytes each, one register of the widest level).
-using Doubles8 = VectorLane<float, 32>::Wide;
+// A lane of floats as doubles: one double for a float; one vector for a vector narrower than a
+// register; for a register of floats (or wider), its two halves, each as wide in doubles.
+using DoubleHalf = VectorLane<float, kRegisterBytes / 2>::Wide;  // half a register of floats, widened
 template <typename F>
 [[gnu::always_inline]] inline auto widen(F e) {
   if constexpr (std::is_same_v<F, float>) {
     return static_cast<double>(e);
-  } else if constexpr (sizeof(F) < 64) {
+  } else if constexpr (sizeof(F) < kRegisterBytes) {
     return __builtin_convertvector(e, typename VectorLane<float, sizeof(F)>::Wide);
   } else {
-    struct {
-      Doubles8 low, high;
-    } halves{__builtin_convertvector(__builtin_shufflevector(e, e, 0, 1, 2, 3, 4, 5, 6, 7), Doubles8),
-             __builtin_convertvector(__builtin_shufflevector(e, e, 8, 9, 10, 11, 12, 13, 14, 15), Doubles8)};
-    return halves;
+    constexpr size_t kHalf = sizeof(F) / sizeof(float) / 2;
+    using Half = typename VectorLane<float, sizeof(F) / 2>::Wide;
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      struct {
+        Half low, high;
+      } halves{__builtin_convertvector(__builtin_shufflevector(e, e, I...), Half),
+               __builtin_convertvector(__builtin_shufflevector(e, e, (I + kHalf)...), Half)};
+      return halves;
+    }(std::make_index_sequence<kHalf>{});
   }
 }
 
@@ -77,30 +91,32 @@ template <typename Lane>
 
 double sum_exp(const float* x, double shift, float* out, int64_t n) {
   // lane_sum's order: term k into accumulator k mod 16 over the whole blocks of 16, the
-  // accumulators added in order, then the remaining terms one by one. The 16 accumulators are two
-  // vectors of 8 doubles, fed by the two halves of each block's floats.
-  static_assert(kLanes == 16 && Simd<float>::kWidth == 16, "a block is one vector of 16 floats");
+  // accumulators added in order, then the remaining terms one by one. The 16 accumulators are
+  // 2 · kParts registers of doubles, fed by the halves of each part of a block.
+  static_assert(kLanes == kBlock, "a block is one vector of 16 floats");
   const FloatShift float_shift(shift);
-  Doubles8 low{}, high{};
+  DoubleHalf sums[2 * kParts] = {};
+  const auto add_block = [&](int64_t k) {
+    for (int64_t s = 0; s < kParts; ++s) {
+      const auto e = widen(exp_lane(FloatPart{k + s * FloatPart::kWidth}, x, float_shift, out));
+      sums[2 * s] += e.low;
+      sums[2 * s + 1] += e.high;
+    }
+  };
   int64_t k = 0;
   // Two blocks per step: independent exps in flight hide the polynomial's latency better than the
   // out-of-order core does on its own; the adds keep their order.
-  for (; k + 32 <= n; k += 32) {
-    const auto e0 = widen(exp_lane(VectorLane<float>{k}, x, float_shift, out));
-    const auto e1 = widen(exp_lane(VectorLane<float>{k + 16}, x, float_shift, out));
-    low += e0.low;
-    high += e0.high;
-    low += e1.low;
-    high += e1.high;
+  for (; k + 2 * kBlock <= n; k += 2 * kBlock) {
+    add_block(k);
+    add_block(k + kBlock);
   }
-  for (; k + 16 <= n; k += 16) {
-    const auto e = widen(exp_lane(VectorLane<float>{k}, x, float_shift, out));
-    low += e.low;
-    high += e.high;
+  if (k + kBlock <= n) {
+    add_block(k);
+    k += kBlock;
   }
   double total = 0.0;
-  for (int64_t j = 0; j < 8; ++j) total += low[j];
-  for (int64_t j = 0; j < 8; ++j) total += high[j];
+  for (const DoubleHalf& part : sums)
+    for (int64_t j = 0; j < FloatPart::kWidth / 2; ++j) total += part[j];
   return fold_tail_lanes<float>(k, n, total, [&](double sum, auto at) {
     const auto e = exp_lane(at, x, float_shift, out);
     if constexpr (std::is_same_v<std::remove_const_t<decltype(e)>, float>) {
@@ -112,19 +128,21 @@ double sum_exp(const float* x, double shift, float* out, int64_t n) {
   });
 }
 
-// scale · e in double, rounded once to float, for a lane of floats (in halves of 8: see widen).
+// scale · e in double, rounded once to float, for a lane of floats (a register in halves: widen).
 template <typename F>
 [[gnu::always_inline]] inline F scaled_in_double(F e, double scale) {
   if constexpr (std::is_same_v<F, float>) {
     return static_cast<float>(static_cast<double>(e) * scale);
-  } else if constexpr (sizeof(F) < 64) {
+  } else if constexpr (sizeof(F) < kRegisterBytes) {
     return __builtin_convertvector(widen(e) * scale, F);
   } else {
-    using Floats8 = VectorLane<float, 32>::Vec;
+    using FloatHalf = typename VectorLane<float, sizeof(F) / 2>::Vec;
     const auto halves = widen(e);
-    const Floats8 low = __builtin_convertvector(halves.low * scale, Floats8);
-    const Floats8 high = __builtin_convertvector(halves.high * scale, Floats8);
-    return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const FloatHalf low = __builtin_convertvector(halves.low * scale, FloatHalf);
+    const FloatHalf high = __builtin_convertvector(halves.high * scale, FloatHalf);
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return F(__builtin_shufflevector(low, high, I...));
+    }(std::make_index_sequence<sizeof(F) / sizeof(float)>{});
   }
 }
 
