@@ -4,13 +4,20 @@
 // Why our own: below ~2^20 multiply-adds BLIS's packing costs more than the product (skx runs
 // 64×64×32 at ~58 GFLOP/s), and Eigen is compiled with the library's flags, SSE2 in the portable
 // build (~40 GFLOP/s); Eigen cannot be compiled per level, because its templates would be merged
-// by the linker across levels. This kernel keeps a block of rows of C in registers, one vector of
-// columns wide, and streams the matching columns of op(B) through it:
+// by the linker across levels. This kernel keeps a block of rows of C in registers, two vectors
+// of columns wide (then one, then the row's tail), and streams the matching columns of op(B) through it:
 //   C[i, j..j+W) = Σ_k op(A)[i, k] · op(B)[k, j..j+W)     (one broadcast of op(A)[i, k] per row)
 // op(B) = Bᵀ is first copied to [K, N] so that its rows are contiguous.
+//
+// Each step of the sum is a fused multiply-add where the level has FMA (v3, avx512): a separate
+// multiply and add take two instructions on the same two ports, which halves the speed of a
+// product (the (64, 32, 64) step's were ~78 GFLOP/s of a 179 GFLOP/s core). v2 has no FMA, so its
+// sums round each product first; its results differ from v3's and avx512's in the last bits, as
+// BLIS's kernels for different CPUs do (README, "One build for every x86-64 CPU").
 #include "ops/small_gemm_kernels.hpp"
 
 #include <new>
+#include <type_traits>
 
 #include "simd_lanes.hpp"
 
@@ -22,13 +29,47 @@ namespace tg::detail::TG_ISA {
 
 namespace {
 
-// Rows of C per block: their accumulators (one 64-byte vector each) and one row of op(B) must fit
-// in the level's vector registers (32 with AVX-512, 16 below, where a 64-byte vector takes 2 or 4).
+// The block of C in registers: kRowBlock rows of kBlockVectors vectors of the level's widest
+// register (kRegisterBytes, simd_lanes.hpp; each C[i, j] is its own sum over k, so the vector
+// width does not change the bits). The accumulators and a row of op(B) must fit in the level's
+// registers, and fused multiply-adds (latency 4, two a cycle) need at least 8 independent sums in
+// flight: 8 rows × 2 vectors = 16 of AVX-512's 32 registers; 4 rows × 2 = 8 of AVX2's (and
+// SSE's) 16.
 #if defined(__AVX512F__)
 constexpr int64_t kRowBlock = 8;
 #else
 constexpr int64_t kRowBlock = 4;
 #endif
+constexpr int64_t kBlockVectors = 2;
+
+// sum + a·b lane by lane, for a scalar or a vector of at most one register: rounded once (a fused
+// multiply-add) where the level has FMA, else the rounded product added (this file is compiled
+// with -ffp-contract=off, so a*b + c stays two roundings).
+template <typename V>
+V multiply_add(V a, V b, V sum) {
+#if defined(__FMA__)
+  if constexpr (std::is_same_v<V, float>) {
+    return __builtin_fmaf(a, b, sum);
+  } else if constexpr (std::is_same_v<V, double>) {
+    return __builtin_fma(a, b, sum);
+  } else {
+    constexpr bool kFloat = std::is_same_v<std::remove_cvref_t<decltype(a[0])>, float>;
+    if constexpr (sizeof(V) == 16) {
+      if constexpr (kFloat) return _mm_fmadd_ps(a, b, sum);
+      else return _mm_fmadd_pd(a, b, sum);
+    } else if constexpr (sizeof(V) == 32) {
+      if constexpr (kFloat) return _mm256_fmadd_ps(a, b, sum);
+      else return _mm256_fmadd_pd(a, b, sum);
+    } else {
+      static_assert(sizeof(V) == 64 && kRegisterBytes == 64);
+      if constexpr (kFloat) return _mm512_fmadd_ps(a, b, sum);
+      else return _mm512_fmadd_pd(a, b, sum);
+    }
+  }
+#else
+  return a * b + sum;
+#endif
+}
 
 // op(A)[i, k] of A stored [M, K] (or [K, M] when transposed) with row stride lda.
 template <typename T>
@@ -38,22 +79,46 @@ struct OperandA {
   T operator()(int64_t i, int64_t k) const { return data[i * row_step + k * col_step]; }
 };
 
+// The vector (or scalar) V with every lane s: a vector-scalar operation broadcasts the scalar, and
+// s − (+0) is s exactly, for every s (−0 and NaN included), so the subtraction folds away.
+template <typename V, typename T>
+V splat(T s) {
+  return s - V{};
+}
+
 // Rows [i0, i0 + Rows) of C: op(B): [K, N] with row stride ldb; C with row stride ldc.
 template <int64_t Rows, typename T>
 void row_block(const OperandA<T>& a, int64_t i0, int64_t N, int64_t K, const T* B, int64_t ldb, T* C, int64_t ldc,
                bool accumulate) {
-  for_each_lane<T>(N, [&](auto lane) {
-    using Vec = decltype(lane(B));
-    Vec sum[Rows] = {};
+  // Columns of `Lanes` consecutive lanes of one type, starting with `first`.
+  const auto columns = [&]<int64_t Lanes>(auto first, std::integral_constant<int64_t, Lanes>) {
+    using Lane = decltype(first);
+    using Vec = decltype(first(B));
+    Lane lanes[Lanes] = {first};
+    if constexpr (Lanes > 1)
+      for (int64_t c = 1; c < Lanes; ++c) lanes[c] = Lane{first.i + c * Lane::kWidth};
+    Vec sum[Rows][Lanes] = {};
     for (int64_t k = 0; k < K; ++k) {
-      const Vec b = lane(B + k * ldb);
-      for (int64_t r = 0; r < Rows; ++r) sum[r] += a(i0 + r, k) * b;  // separate multiply and add: no FMA
+      Vec b[Lanes];
+      for (int64_t c = 0; c < Lanes; ++c) b[c] = lanes[c](B + k * ldb);
+      for (int64_t r = 0; r < Rows; ++r) {
+        const Vec a_rk = splat<Vec>(a(i0 + r, k));
+        for (int64_t c = 0; c < Lanes; ++c) sum[r][c] = multiply_add(a_rk, b[c], sum[r][c]);
+      }
     }
-    for (int64_t r = 0; r < Rows; ++r) {
-      T* c = C + (i0 + r) * ldc;
-      lane.store(c, accumulate ? lane(c) + sum[r] : sum[r]);
-    }
-  });
+    for (int64_t r = 0; r < Rows; ++r)
+      for (int64_t c = 0; c < Lanes; ++c) {
+        T* row = C + (i0 + r) * ldc;
+        lanes[c].store(row, accumulate ? lanes[c](row) + sum[r][c] : sum[r][c]);
+      }
+  };
+  using Lane = VectorLane<T, kRegisterBytes>;
+  int64_t j = 0;
+  for (; j + kBlockVectors * Lane::kWidth <= N; j += kBlockVectors * Lane::kWidth)
+    columns(Lane{j}, std::integral_constant<int64_t, kBlockVectors>{});
+  for (; j + Lane::kWidth <= N; j += Lane::kWidth) columns(Lane{j}, std::integral_constant<int64_t, 1>{});
+  // Narrower vectors, then scalars (the tail is narrower than one register here).
+  for_each_tail_lane<T>(j, N, [&](auto lane) { columns(lane, std::integral_constant<int64_t, 1>{}); });
 }
 
 // An uninitialised buffer of n elements. Not a std::vector: its member functions are templates
