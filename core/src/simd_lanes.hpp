@@ -1,11 +1,12 @@
 // The SIMD vocabulary of the row kernels (LayerNorm, reductions). Private to the library.
 //
 // A kernel writes each per-element formula once, as a function of a *lane*: a position in the row
-// that reads and writes one 64-byte vector of T (16 floats or 8 doubles: one AVX-512 register)
-// or, for the tail of the row, a 32- or 16-byte vector or one scalar. for_each_lane runs the
-// formula over a row. GCC/Clang vector extensions keep this portable: compiled for a level
-// without AVX-512 (cpu/vector_isa.hpp), the compiler splits a 64-byte vector into narrower
-// instructions, and the arithmetic, lane for lane, stays the same.
+// that reads and writes one vector of T as wide as the level's registers (kRegisterBytes: 64, 32
+// or 16 bytes; cpu/vector_isa.hpp) or, for the tail of the row, a narrower vector or one scalar.
+// for_each_lane runs the formula over a row; GCC/Clang vector extensions keep it portable, and the
+// arithmetic, lane for lane, is the same at every width. Sums along a row
+// (deterministic_sum.hpp) keep the lanes of one 64-byte vector at every level, so that their
+// order, and their bits, do not depend on the level.
 #pragma once
 
 #include <immintrin.h>

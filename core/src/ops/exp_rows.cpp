@@ -1,9 +1,9 @@
 // The softmax family's and cross-entropy's float32 row passes, compiled once per vector level by
 // tg_add_isa_kernels (TG_ISA = v2, v3 or avx512) into tg::detail::<level>. Each float is shifted
-// and exponentiated in float lanes (simd_exp.hpp's exp_float, 16 floats a vector), with the
-// shift's rounding error carried into the exp; the sum widens each e_k to double and takes 16
-// interleaved double accumulators, exactly lane_sum's order. So every level gives the same bits,
-// and so does any thread count (a row is one task's).
+// and exponentiated in float lanes (simd_exp.hpp's exp_float, a register of floats at a time),
+// with the shift's rounding error carried into the exp; the sum widens each e_k to double and
+// takes 16 interleaved double accumulators, exactly lane_sum's order. So every level gives the
+// same bits, and so does any thread count (a row is one task's).
 #include "ops/exp_rows.hpp"
 
 #include <cmath>

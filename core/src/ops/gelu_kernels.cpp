@@ -5,7 +5,7 @@
 //   "none": c(x) = Φ(x) = ½ erfc(−x/√2),                       c'(x) = φ(x) = e^(−x²/2) / √(2π)
 //   "tanh": c(x) = ½ (1 + tanh u) = σ(2u), u = β (x + κ x³),   c'(x) = 2 σ(2u) σ(−2u) β (1 + 3κ x²)
 // and gelu'(x) = c(x) + x c'(x). glibc's scalar erf and tanh do not vectorise, so c is built here
-// in float lanes (16 floats to an AVX-512 vector) from a polynomial and simd_exp.hpp's exp_float.
+// in float lanes (a register of floats at a time) from a polynomial and simd_exp.hpp's exp_float.
 // The exp's argument (−x²/2, −2|u|) is handed over as a float pair, high + low, since e^v's
 // relative error is |v| times v's: −x²/2 from x split into exact halves, −2|u| in double lanes.
 // Measured over 23.7 million float32 (every 97th in [−20, 20], every 4099th bit pattern of the
