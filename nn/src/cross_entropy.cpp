@@ -127,6 +127,15 @@ double log_sum_exp(const ClassRow<T>& row, int64_t C) {
   return row_max + std::log(lane_sum(C, [&](int64_t c) { return std::exp(row[c] - row_max); }));
 }
 
+// log_sum_exp of a contiguous float32 row that also keeps what backward needs: e[c] =
+// exp(row[c] − max) (within 1.05 ulp) and sum = Σe. The same lse, bit for bit, as log_sum_exp.
+double log_sum_exp_keeping(const float* row, int64_t C, float* e, double& sum) {
+  const tg::detail::ExpRowKernels& kernels = tg::detail::exp_row_kernels_for_cpu();
+  const double row_max = kernels.max(row, C);
+  sum = kernels.sum_exp(row, row_max, e, C);
+  return row_max + std::log(sum);
+}
+
 // The softmax of one row of C classes at a time, as doubles: p_c = exp(row[c] − lse). Contiguous
 // float32 rows take the level's float-lane exp (within 1.05 ulp of the exact value), through a
 // float buffer; the others std::exp.
@@ -180,8 +189,9 @@ struct ClassIndexLoss {
   double class_weight(int64_t c) const { return weight ? static_cast<double>(weight[c]) : 1.0; }
 
   // Fills lse: [M] (saved for backward) and, unless null, per_row: [M] with each row's loss;
-  // returns the sums.
-  ClassSums forward(double* lse, T* per_row) const {
+  // returns the sums. With row_exp (contiguous float32 logits, no smoothing) also keeps each row's
+  // e_c = exp(x_c − max) in row_exp: [M rows of C] and Σe in exp_sum: [M], for backward.
+  ClassSums forward(double* lse, T* per_row, float* row_exp, double* exp_sum) const {
     const int64_t C = rows.classes;
     const RowChunks chunks = row_chunks(rows.rows, C);
     std::vector<double> slots(static_cast<size_t>(3 * chunks.count), 0.0);
@@ -195,7 +205,10 @@ struct ClassIndexLoss {
           continue;
         }
         const ClassRow<T> x = row(r);
-        if (normalize) lse[r] = log_sum_exp(x, C);
+        if constexpr (std::is_same_v<T, float>) {
+          if (row_exp) lse[r] = log_sum_exp_keeping(x.first, C, row_exp + rows.offset(r), exp_sum[r]);
+        }
+        if (normalize && !row_exp) lse[r] = log_sum_exp(x, C);
         // −log p_c = lse − x_c
         const double row_nll = class_weight(y) * (lse[r] - x[y]);
         const double row_smooth =
@@ -217,9 +230,11 @@ struct ClassIndexLoss {
   }
 
   // dinput = a · (p − one_hot(y)) + b · (p · Σ_c w_c − w), per non-ignored row, where a and b are
-  // the gradients reaching the row's nll and smoothing terms; ignored rows get 0.
+  // the gradients reaching the row's nll and smoothing terms; ignored rows get 0. row_exp and
+  // exp_sum: what forward kept, or null.
   template <typename Upstream>
-  void backward(const double* lse, const Upstream& grad, T* dinput) const {
+  void backward(const double* lse, const float* row_exp, const double* exp_sum, const Upstream& grad,
+                T* dinput) const {
     const int64_t C = rows.classes;
     const double weight_total = lane_sum(C, [&](int64_t c) { return class_weight(c); });
     for_each_chunk(row_chunks(rows.rows, C), rows.rows, [&](int64_t, int64_t r0, int64_t r1) {
@@ -235,14 +250,12 @@ struct ClassIndexLoss {
         const double a = (1.0 - smoothing) * class_weight(y) * grad(r);
         const double b = smoothing > 0.0 ? smoothing / C * grad(r) : 0.0;
         if constexpr (std::is_same_v<T, float>) {
-          if (normalize && smoothing == 0.0 && on_row_kernels(x)) {
-            // The common case in the level's vectors: dx_c = a · p_c, the softmax in float lanes
-            // and the product in double, rounded once; then dx_y = a · (p_y − 1) from the same p_y.
-            const tg::detail::ExpRowKernels& kernels = tg::detail::exp_row_kernels_for_cpu();
-            kernels.scaled_exp(x.first, lse[r], a, dx, C);
-            float p_y = 0.0f;
-            kernels.scaled_exp(x.first + y, lse[r], 1.0, &p_y, 1);
-            dx[y] = static_cast<T>(a * (static_cast<double>(p_y) - 1.0));
+          if (row_exp) {
+            // The common case, from forward's e_c, with no exp: dx_c = a · p_c = (a / Σe) · e_c in
+            // double, rounded once, in the level's vectors; then dx_y = a · (p_y − 1).
+            const float* e = row_exp + rows.offset(r);
+            tg::detail::exp_row_kernels_for_cpu().scale(e, a / exp_sum[r], dx, C);
+            dx[y] = static_cast<T>(a * (static_cast<double>(e[y]) / exp_sum[r] - 1.0));
             continue;
           }
         }
@@ -265,13 +278,23 @@ Tensor class_index_loss(const char* op, const char* node, const Tensor& input, c
                         bool normalize) {
   const ClassRows rows = args.rows;
   Tensor lse = make_tensor({rows.rows}, kFloat64);
+  // Contiguous float32 logits without smoothing keep each row's exponentials for backward, which
+  // then multiplies instead of exponentiating again (PyTorch keeps its log_softmax output, the same
+  // memory). The other cases recompute the softmax in backward.
+  Tensor row_exp, exp_sum;
+  if (autograd::needs_grad(input) && normalize && smoothing == 0.0 && input.dtype() == kFloat32 && rows.inner == 1) {
+    row_exp = make_tensor(input.shape(), kFloat32);
+    exp_sum = make_tensor({rows.rows}, kFloat64);
+  }
   Tensor out;
   ClassSums sums;
   tg::detail::dispatch_floating(op, input.dtype(), [&]<typename T>() {
     const ClassIndexLoss<T> loss{input.data<T>(), args.classes.data<int64_t>(),
                                  weight.defined() ? weight.data<T>() : nullptr, rows, ignore_index, smoothing, normalize};
     if (reduction == Reduction::None) out = make_tensor(row_shape(input.shape()), input.dtype());
-    sums = loss.forward(lse.mutable_data<double>(), out.defined() ? out.mutable_data<T>() : nullptr);
+    sums = loss.forward(lse.mutable_data<double>(), out.defined() ? out.mutable_data<T>() : nullptr,
+                        row_exp.defined() ? row_exp.mutable_data<float>() : nullptr,
+                        exp_sum.defined() ? exp_sum.mutable_data<double>() : nullptr);
   });
   // The mean's divisor (1 for sum and none).
   const double divisor = reduction == Reduction::Mean ? sums.weight : 1.0;
@@ -283,8 +306,8 @@ Tensor class_index_loss(const char* op, const char* node, const Tensor& input, c
   }
   if (autograd::needs_grad(input))
     autograd::record(out, node, {input},
-                     [node, saved_input = autograd::SavedTensor(input), saved_weight = detail::save_if_defined(weight), classes = args.classes, lse, rows, ignore_index, reduction,
-                      smoothing, normalize, divisor](const Tensor& grad_output,
+                     [node, saved_input = autograd::SavedTensor(input), saved_weight = detail::save_if_defined(weight), classes = args.classes, lse, row_exp, exp_sum, rows,
+                      ignore_index, reduction, smoothing, normalize, divisor](const Tensor& grad_output,
                                                                         autograd::GradInputs& grads) {
                        const Tensor& input = grads.unpack(saved_input);
                        const Tensor weight = detail::unpack_if_saved(grads, saved_weight);
@@ -293,7 +316,9 @@ Tensor class_index_loss(const char* op, const char* node, const Tensor& input, c
                          const ClassIndexLoss<T> loss{input.data<T>(), classes.data<int64_t>(),
                                                       weight.defined() ? weight.data<T>() : nullptr, rows, ignore_index,
                                                       smoothing, normalize};
-                         loss.backward(lse.data<double>(), detail::upstream<T>(grad_output, reduction, 1.0 / divisor),
+                         loss.backward(lse.data<double>(), row_exp.defined() ? row_exp.data<float>() : nullptr,
+                                       exp_sum.defined() ? exp_sum.data<double>() : nullptr,
+                                       detail::upstream<T>(grad_output, reduction, 1.0 / divisor),
                                        dinput.mutable_data<T>());
                        });
                        grads.set(0, dinput);

@@ -153,6 +153,10 @@ void scaled_exp(const float* x, double shift, double scale, float* out, int64_t 
   });
 }
 
+void scale(const float* e, double scale, float* out, int64_t n) {
+  for_each_lane<float>(n, [&](auto at) { at.store(out, scaled_in_double(at(e), scale)); });
+}
+
 void softmax_forward(const float* x, float* y, int64_t n, bool log) {
   const float shift = max(x, n);
   const double sum = sum_exp(x, shift, log ? nullptr : y, n);
@@ -177,6 +181,7 @@ void softmax_backward(const float* dy, const float* y, float* dx, int64_t n, boo
 const ExpRowKernels exp_row_kernels = {.max = max,
                                        .sum_exp = sum_exp,
                                        .scaled_exp = scaled_exp,
+                                       .scale = scale,
                                        .softmax_forward = softmax_forward,
                                        .softmax_backward = softmax_backward};
 

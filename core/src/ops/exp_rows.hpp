@@ -20,6 +20,9 @@ struct ExpRowKernels {
   // x: [n] -> out: [n], out[k] = scale · e_k (sum_exp's e_k) taken in double and rounded once to
   // float: e_k itself for scale = 1. Cross-entropy's backward, scale · softmax.
   void (*scaled_exp)(const float* x, double shift, double scale, float* out, int64_t n);
+  // e: [n] -> out: [n], out[k] = scale · e[k] taken in double and rounded once to float.
+  // Cross-entropy's backward from the e_k its forward kept (sum_exp's out): a · e_k / Σe.
+  void (*scale)(const float* e, double scale, float* out, int64_t n);
   // x: [n] -> y: [n], softmax(x) (log_softmax(x) when `log`): max, sum_exp and the scale (or the
   // shift by the log of the sum) of one row in one call, every pass in the level's vectors.
   void (*softmax_forward)(const float* x, float* y, int64_t n, bool log);
