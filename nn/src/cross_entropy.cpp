@@ -111,29 +111,23 @@ bool on_row_kernels(const ClassRow<T>& row) {
 }
 
 // log Σ_c exp(row[c]) with the row max subtracted first: exp never overflows and the largest term
-// is exactly 1, so large logits (1e3) stay exact.
+// is exactly 1, so large logits (1e3) stay exact. A contiguous float32 row may also keep what
+// backward needs: e[c] = exp(row[c] − max) (within 1.05 ulp) and *sum = Σe (both or neither).
 template <typename T>
-double log_sum_exp(const ClassRow<T>& row, int64_t C) {
+double log_sum_exp(const ClassRow<T>& row, int64_t C, float* e = nullptr, double* sum = nullptr) {
   if constexpr (std::is_same_v<T, float>) {
     if (on_row_kernels(row)) {
       const tg::detail::ExpRowKernels& kernels = tg::detail::exp_row_kernels_for_cpu();
       const double row_max = kernels.max(row.first, C);  // NaN skipped here, but it makes the sum NaN
-      return row_max + std::log(kernels.sum_exp(row.first, row_max, nullptr, C));
+      const double row_sum = kernels.sum_exp(row.first, row_max, e, C);
+      if (sum) *sum = row_sum;
+      return row_max + std::log(row_sum);
     }
   }
   double row_max = C > 0 ? row[0] : 0.0;
   for (int64_t c = 1; c < C; ++c)
     if (row[c] > row_max) row_max = row[c];  // a NaN first element stays: the result is NaN, as in PyTorch
   return row_max + std::log(lane_sum(C, [&](int64_t c) { return std::exp(row[c] - row_max); }));
-}
-
-// log_sum_exp of a contiguous float32 row that also keeps what backward needs: e[c] =
-// exp(row[c] − max) (within 1.05 ulp) and sum = Σe. The same lse, bit for bit, as log_sum_exp.
-double log_sum_exp_keeping(const float* row, int64_t C, float* e, double& sum) {
-  const tg::detail::ExpRowKernels& kernels = tg::detail::exp_row_kernels_for_cpu();
-  const double row_max = kernels.max(row, C);
-  sum = kernels.sum_exp(row, row_max, e, C);
-  return row_max + std::log(sum);
 }
 
 // The softmax of one row of C classes at a time, as doubles: p_c = exp(row[c] − lse). Contiguous
@@ -205,10 +199,8 @@ struct ClassIndexLoss {
           continue;
         }
         const ClassRow<T> x = row(r);
-        if constexpr (std::is_same_v<T, float>) {
-          if (row_exp) lse[r] = log_sum_exp_keeping(x.first, C, row_exp + rows.offset(r), exp_sum[r]);
-        }
-        if (normalize && !row_exp) lse[r] = log_sum_exp(x, C);
+        if (normalize)
+          lse[r] = row_exp ? log_sum_exp(x, C, row_exp + rows.offset(r), exp_sum + r) : log_sum_exp(x, C);
         // −log p_c = lse − x_c
         const double row_nll = class_weight(y) * (lse[r] - x[y]);
         const double row_smooth =
