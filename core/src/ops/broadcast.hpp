@@ -68,8 +68,9 @@ BroadcastPlan<N> make_plan(const std::array<Shape, N>& inputs, const Shape& out)
 
 namespace broadcast_detail {
 
-// The readers of one inner row: a contiguous run, one repeated value (held in a register, so the
-// loop vectorises even when the compiler cannot rule out aliasing), or a strided run.
+// The readers of one inner row: a contiguous run, or one repeated value (held in a register, so the
+// loop vectorises even when the compiler cannot rule out aliasing). Inputs are contiguous, so in the
+// innermost dim of a plan every input has stride 1 or 0 (broadcast): the dims after it have size 1.
 template <typename T>
 struct Contiguous {
   const T* data;
@@ -80,33 +81,24 @@ struct Repeated {
   T value;
   T operator[](int64_t) const { return value; }
 };
-template <typename T>
-struct Strided {
-  const T* data;
-  int64_t stride;
-  T operator[](int64_t i) const { return data[i * stride]; }
-};
 
-enum class Access { Contiguous, Repeated, Strided };
+enum class Access { Contiguous, Repeated };
 
 template <Access A, typename T>
-auto reader(const T* data, int64_t stride) {
+auto reader(const T* data) {
   if constexpr (A == Access::Contiguous) return Contiguous<T>{data};
-  else if constexpr (A == Access::Repeated) return Repeated<T>{*data};
-  else return Strided<T>{data, stride};
+  else return Repeated<T>{*data};
 }
 
-// Calls fn.template operator()<A...>() with the access pattern of each input's inner stride:
-// all 3^N combinations are instantiated, each a loop the compiler vectorises on its own terms.
+// Calls fn.template operator()<A...>() with the access pattern of each input's inner stride: all
+// 2^N combinations are instantiated, each a loop the compiler vectorises on its own terms.
 template <size_t N, Access... Chosen, typename Fn>
 void with_access(const std::array<int64_t, N>& inner_strides, const Fn& fn) {
   if constexpr (sizeof...(Chosen) == N) {
     fn.template operator()<Chosen...>();
   } else {
-    const int64_t stride = inner_strides[sizeof...(Chosen)];
-    if (stride == 1) with_access<N, Chosen..., Access::Contiguous>(inner_strides, fn);
-    else if (stride == 0) with_access<N, Chosen..., Access::Repeated>(inner_strides, fn);
-    else with_access<N, Chosen..., Access::Strided>(inner_strides, fn);
+    if (inner_strides[sizeof...(Chosen)] == 1) with_access<N, Chosen..., Access::Contiguous>(inner_strides, fn);
+    else with_access<N, Chosen..., Access::Repeated>(inner_strides, fn);
   }
 }
 
@@ -144,7 +136,7 @@ void broadcast_kernel(Out* out, const BroadcastPlan<N>& plan, const Op& op, cons
           for (int64_t i = 0; i < count; ++i) destination[i] = static_cast<Out>(op(readers[i]...));
         };
         [&]<size_t... K>(std::index_sequence<K...>) {
-          run(reader<A>(inputs + offsets[K] + first * inner_strides[K], inner_strides[K])...);
+          run(reader<A>(inputs + offsets[K] + first * inner_strides[K])...);
         }(std::make_index_sequence<N>{});
         position += count;
       }
