@@ -25,6 +25,7 @@
 #endif
 
 using tg::testing::random_values;
+using tg::testing::uniform_values;
 
 namespace {
 
@@ -34,22 +35,49 @@ T element(const T* X, int64_t ld, bool trans, int64_t i, int64_t k) {
   return trans ? X[k * ld + i] : X[i * ld + k];
 }
 
-// Checks C (row stride ldc) against Σ_k op(A)[i, k]·op(B)[k, j] (+ C0) in long double, within the
-// rounding bound of a float sum of K products in any order: (K + 2)·u·(Σ|a·b| + |c0|).
+// Σ_k op(A)[i, k]·op(B)[k, j] and Σ_k |op(A)[i, k]·op(B)[k, j]| in long double, [M, N] row-major.
+struct ExactProduct {
+  std::vector<long double> sum, magnitude;
+};
+
+// The rows of op(A) and the columns of op(B) are copied out first, so that the inner loop reads both
+// contiguously (strided, a [1021, 2503] B missed the cache on every read).
 template <typename T>
-void check_against_triple_loop(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
-                               const T* B, int64_t ldb, const T* C0, const T* C, int64_t ldc, bool accumulate) {
+ExactProduct triple_loop(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+                         const T* B, int64_t ldb) {
+  std::vector<T> a_rows(static_cast<size_t>(M * K)), b_columns(static_cast<size_t>(N * K));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) a_rows[i * K + k] = element(A, lda, trans_a, i, k);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) b_columns[j * K + k] = element(B, ldb, trans_b, k, j);
+  ExactProduct exact{std::vector<long double>(static_cast<size_t>(M * N)),
+                     std::vector<long double>(static_cast<size_t>(M * N))};
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      const T *a = &a_rows[i * K], *b = &b_columns[j * K];
+      long double sum = 0.0L, magnitude = 0.0L;
+      for (int64_t k = 0; k < K; ++k) {
+        const long double product = static_cast<long double>(a[k]) * static_cast<long double>(b[k]);
+        sum += product;
+        magnitude += std::fabs(product);
+      }
+      exact.sum[i * N + j] = sum;
+      exact.magnitude[i * N + j] = magnitude;
+    }
+  return exact;
+}
+
+// Checks C (row stride ldc) against the exact product (+ C0), within the rounding bound of a float
+// sum of K products in any order: (K + 2)·u·(Σ|a·b| + |c0|).
+template <typename T>
+void check_product(const ExactProduct& exact, int64_t M, int64_t N, int64_t K, const T* C0, const T* C, int64_t ldc,
+                   bool accumulate) {
   const long double u = std::numeric_limits<T>::epsilon() / 2;
   int64_t failures = 0;
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
-      long double sum = accumulate ? C0[i * ldc + j] : 0.0L, magnitude = accumulate ? std::fabs(sum) : 0.0L;
-      for (int64_t k = 0; k < K; ++k) {
-        const long double product = static_cast<long double>(element(A, lda, trans_a, i, k)) *
-                                    static_cast<long double>(element(B, ldb, trans_b, k, j));
-        sum += product;
-        magnitude += std::fabs(product);
-      }
+      const long double c0 = accumulate ? C0[i * ldc + j] : 0.0L;
+      const long double sum = exact.sum[i * N + j] + c0, magnitude = exact.magnitude[i * N + j] + std::fabs(c0);
       const long double error = std::fabs(static_cast<long double>(C[i * ldc + j]) - sum);
       if (!(error <= static_cast<long double>(K + 2) * u * magnitude) && failures++ < 5)
         FAIL_CHECK("C[" << i << ", " << j << "] = " << C[i * ldc + j] << ", expected " << static_cast<double>(sum));
@@ -96,20 +124,25 @@ TEMPLATE_TEST_CASE("gemm: large products, every transpose, odd sizes, accumulate
                    "[core][matmul][gemm]", float, double) {
   // At least 2^21 multiply-adds (the blocked path from any kernel's threshold, op(B) = Bᵀ too):
   // M, N and K of 1, primes and sizes just off the micro-tile (MR 32, 16, 6; NR 12, 14, 16) and off
-  // KC (256, 384), single and split into two tiles.
+  // KC (256, 384), single and split into two tiles: by rows (521 × 263 × 97) and, with M too short
+  // for a row tile, by columns (37 × 521 × 443, just over the 2 × 2^22 multiply-adds that split).
   const auto [M, N, K] = GENERATE(std::array<int64_t, 3>{67, 131, 389}, std::array<int64_t, 3>{1, 2503, 1021},
                                   std::array<int64_t, 3>{2003, 1, 1049}, std::array<int64_t, 3>{33, 13, 5003},
-                                  std::array<int64_t, 3>{2099, 1031, 1}, std::array<int64_t, 3>{128, 512, 784},
+                                  std::array<int64_t, 3>{2099, 1031, 1}, std::array<int64_t, 3>{37, 521, 443},
                                   std::array<int64_t, 3>{521, 263, 97});
-  const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true), accumulate = GENERATE(false, true);
-  CAPTURE(M, N, K, trans_a, trans_b, accumulate);
+  const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true);
+  CAPTURE(M, N, K, trans_a, trans_b);
   std::mt19937 rng(static_cast<unsigned>(M * 7 + N * 3 + K));
-  const std::vector<TestType> A = random_values<TestType>(M * K, rng), B = random_values<TestType>(K * N, rng);
-  const std::vector<TestType> C0 = random_values<TestType>(M * N, rng);
-  std::vector<TestType> C = C0;
-  tg::detail::gemm(trans_a, trans_b, M, N, K, A.data(), B.data(), C.data(), accumulate);
-  check_against_triple_loop(trans_a, trans_b, M, N, K, A.data(), trans_a ? M : K, B.data(), trans_b ? K : N,
-                            C0.data(), C.data(), N, accumulate);
+  const std::vector<TestType> A = uniform_values<TestType>(M * K, rng), B = uniform_values<TestType>(K * N, rng);
+  const std::vector<TestType> C0 = uniform_values<TestType>(M * N, rng);
+  const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+  const ExactProduct exact = triple_loop(trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb);
+  for (const bool accumulate : {false, true}) {
+    CAPTURE(accumulate);
+    std::vector<TestType> C = C0;
+    tg::detail::gemm(trans_a, trans_b, M, N, K, A.data(), B.data(), C.data(), accumulate);
+    check_product(exact, M, N, K, C0.data(), C.data(), N, accumulate);
+  }
 }
 
 TEST_CASE("gemm: large products are bitwise the same at 1, 2 and 3 threads", "[core][matmul][gemm]") {
@@ -121,7 +154,7 @@ TEST_CASE("gemm: large products are bitwise the same at 1, 2 and 3 threads", "[c
   const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true);
   CAPTURE(M, N, K, trans_a, trans_b);
   std::mt19937 rng(7);
-  const std::vector<float> A = random_values<float>(M * K, rng), B = random_values<float>(K * N, rng);
+  const std::vector<float> A = uniform_values<float>(M * K, rng), B = uniform_values<float>(K * N, rng);
   std::vector<std::vector<float>> results;
   for (int threads : {1, 2, 3}) {
     std::vector<float> C(static_cast<size_t>(M * N));
@@ -155,8 +188,8 @@ TEMPLATE_TEST_CASE("gemm: the blocked kernel on strided operands and an inner bl
   const std::vector<TestType> C0 = random_values<TestType>(M * ldc, rng);
   std::vector<TestType> C = C0;
   tg::detail::blocked_gemm(context, trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, C.data(), ldc, accumulate);
-  check_against_triple_loop(trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, C0.data(), C.data(), ldc,
-                            accumulate);
+  check_product(triple_loop(trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb), M, N, K, C0.data(), C.data(),
+                ldc, accumulate);
   // Bitwise what BLIS's own bli_?gemm_ex gives with the same context: the same micro-kernel, K split
   // into the same blocks (its packed path: the AVX2 configurations would send these sizes to their
   // unpacked "sup" kernels, other arithmetic).
