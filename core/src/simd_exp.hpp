@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "cpu/isa_namespace.hpp"
+#include "simd_lanes.hpp"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"  // see simd_lanes.hpp
@@ -153,7 +154,7 @@ auto to_float(D v) {
 template <typename Lane, typename F>
 auto to_double(F v) {
   if constexpr (std::is_same_v<F, float>) return static_cast<double>(v);
-  else return __builtin_convertvector(v, typename Lane::Wide);
+  else return typename Lane::Wide(widen_to_double(v));
 }
 
 // f(v) for a lane's doubles, in halves of at most 64 bytes (8 doubles): a full lane of 16 floats

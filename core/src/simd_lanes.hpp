@@ -69,6 +69,36 @@ void store_vector(T* to, V v) {
   }
 }
 
+// The floats of v as doubles, exactly (a vector of n floats to one of n doubles). GCC 12 lowers
+// __builtin_convertvector from float to double in 4-float pieces at AVX-512, 2-float ones at AVX2
+// and one float at a time for SSE's upper half, with inserts to put them together (10 instructions
+// for what one vcvtps2pd does); the level's conversion instruction is spelled out instead, on
+// half a register of floats at a time.
+template <typename V>
+[[gnu::always_inline]] inline auto widen_to_double(V v) {
+  constexpr size_t kFloats = sizeof(V) / sizeof(float);
+  typedef double Wide __attribute__((vector_size(kFloats * sizeof(double))));
+  if constexpr (kFloats == 2) {
+    return Wide(_mm_cvtps_pd(__m128(__builtin_shufflevector(v, v, 0, 1, 0, 1))));
+#if defined(__AVX__)
+  } else if constexpr (kFloats == 4) {
+    return Wide(_mm256_cvtps_pd(__m128(v)));
+#endif
+#if defined(__AVX512F__)
+  } else if constexpr (kFloats == 8) {
+    return Wide(_mm512_maskz_cvtps_pd(0xFF, __m256(v)));  // unmasked: GCC 12 warns of its undefined passthrough
+#endif
+  } else {
+    static_assert(kFloats % 2 == 0 && std::is_same_v<std::remove_cvref_t<decltype(v[0])>, float>);
+    constexpr size_t kHalf = kFloats / 2;
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      const auto low = widen_to_double(__builtin_shufflevector(v, v, I...));
+      const auto high = widen_to_double(__builtin_shufflevector(v, v, (I + kHalf)...));
+      return Wide(__builtin_shufflevector(low, high, I..., (I + kHalf)...));
+    }(std::make_index_sequence<kHalf>{});
+  }
+}
+
 // A non-temporal store of the vector v (a whole number of the level's registers) to an address
 // aligned to a register, in the level's widest instructions (SSE2's are in every x86-64 CPU).
 template <typename T, typename V>
@@ -104,7 +134,10 @@ struct VectorLane {
   }
   // The same elements converted to double, one double lane per lane of T.
   typedef double Wide __attribute__((vector_size(kWidth * sizeof(double))));
-  Wide wide(const T* row) const { return __builtin_convertvector((*this)(row), Wide); }
+  Wide wide(const T* row) const {
+    if constexpr (std::is_same_v<T, float>) return widen_to_double((*this)(row));
+    else return __builtin_convertvector((*this)(row), Wide);
+  }
   void store(T* row, Vec v) const { store_vector(row + i, v); }
   // A non-temporal store (straight to memory, no read of the line first) for a full vector (of
   // the level's registers or 64 bytes) at an address aligned to its size; a plain store for tail

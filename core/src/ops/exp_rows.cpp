@@ -63,15 +63,14 @@ template <typename F>
   if constexpr (std::is_same_v<F, float>) {
     return static_cast<double>(e);
   } else if constexpr (sizeof(F) < kRegisterBytes) {
-    return __builtin_convertvector(e, typename VectorLane<float, sizeof(F)>::Wide);
+    return widen_to_double(e);
   } else {
     constexpr size_t kHalf = sizeof(F) / sizeof(float) / 2;
-    using Half = typename VectorLane<float, sizeof(F) / 2>::Wide;
     return [&]<size_t... I>(std::index_sequence<I...>) {
       struct {
-        Half low, high;
-      } halves{__builtin_convertvector(__builtin_shufflevector(e, e, I...), Half),
-               __builtin_convertvector(__builtin_shufflevector(e, e, (I + kHalf)...), Half)};
+        decltype(widen_to_double(__builtin_shufflevector(e, e, I...))) low, high;
+      } halves{widen_to_double(__builtin_shufflevector(e, e, I...)),
+               widen_to_double(__builtin_shufflevector(e, e, (I + kHalf)...))};
       return halves;
     }(std::make_index_sequence<kHalf>{});
   }
@@ -89,18 +88,21 @@ template <typename Lane>
   return e;
 }
 
-double sum_exp(const float* x, double shift, float* out, int64_t n) {
-  // lane_sum's order: term k into accumulator k mod 16 over the whole blocks of 16, the
-  // accumulators added in order, then the remaining terms one by one. The 16 accumulators are
-  // 2 · kParts registers of doubles, fed by the halves of each part of a block.
+// Σ_k t_k in double over the whole blocks of 16 in [0, n), in lane_sum's order: term k into
+// accumulator k mod 16, the accumulators added in order (the caller adds the terms from
+// whole_blocks(n) on, one by one). The 16 accumulators are 2 · kParts registers of doubles;
+// terms(part) gives a register part's terms as widen gives them, two halves of doubles.
+constexpr int64_t whole_blocks(int64_t n) { return n / kBlock * kBlock; }
+
+template <typename Terms>
+[[gnu::always_inline]] inline double sum_whole_blocks(int64_t n, const Terms& terms) {
   static_assert(kLanes == kBlock, "a block is one vector of 16 floats");
-  const FloatShift float_shift(shift);
   DoubleHalf sums[2 * kParts] = {};
   const auto add_block = [&](int64_t k) {
     for (int64_t s = 0; s < kParts; ++s) {
-      const auto e = widen(exp_lane(FloatPart{k + s * FloatPart::kWidth}, x, float_shift, out));
-      sums[2 * s] += e.low;
-      sums[2 * s + 1] += e.high;
+      const auto t = terms(FloatPart{k + s * FloatPart::kWidth});
+      sums[2 * s] += t.low;
+      sums[2 * s + 1] += t.high;
     }
   };
   int64_t k = 0;
@@ -110,14 +112,19 @@ double sum_exp(const float* x, double shift, float* out, int64_t n) {
     add_block(k);
     add_block(k + kBlock);
   }
-  if (k + kBlock <= n) {
-    add_block(k);
-    k += kBlock;
-  }
+  if (k + kBlock <= n) add_block(k);
   double total = 0.0;
   for (const DoubleHalf& part : sums)
     for (int64_t j = 0; j < FloatPart::kWidth / 2; ++j) total += part[j];
-  return fold_tail_lanes<float>(k, n, total, [&](double sum, auto at) {
+  return total;
+}
+
+double sum_exp(const float* x, double shift, float* out, int64_t n) {
+  const FloatShift float_shift(shift);
+  const double blocks =
+      sum_whole_blocks(n, [&](FloatPart part) { return widen(exp_lane(part, x, float_shift, out)); });
+  // The tail's exps in the vectors that fit, added one by one.
+  return fold_tail_lanes<float>(whole_blocks(n), n, blocks, [&](double sum, auto at) {
     const auto e = exp_lane(at, x, float_shift, out);
     if constexpr (std::is_same_v<std::remove_const_t<decltype(e)>, float>) {
       sum += e;
@@ -127,6 +134,26 @@ double sum_exp(const float* x, double shift, float* out, int64_t n) {
     return sum;
   });
 }
+
+// softmax_rows.hpp's line sums for a contiguous row of floats, in the level's vectors: the same
+// terms as StridedLine's, exact in double (a float, or the product of two), added in its order.
+struct FloatRow {
+  int64_t n;
+  double sum(const float* v) const {
+    double total = sum_whole_blocks(n, [&](FloatPart part) { return widen(part(v)); });
+    for (int64_t k = whole_blocks(n); k < n; ++k) total += static_cast<double>(v[k]);
+    return total;
+  }
+  double dot(const float* a, const float* b) const {
+    double total = sum_whole_blocks(n, [&](FloatPart part) {
+      const auto wide_a = widen(part(a)), wide_b = widen(part(b));
+      return decltype(wide_a){wide_a.low * wide_b.low, wide_a.high * wide_b.high};
+    });
+    for (int64_t k = whole_blocks(n); k < n; ++k) total += static_cast<double>(a[k]) * static_cast<double>(b[k]);
+    return total;
+  }
+  void exp_into(const float* v, float* r) const { sum_exp(v, 0.0, r, n); }  // y ≤ 0: no shift
+};
 
 // scale · e in double, rounded once to float, for a lane of floats (a register in halves: widen).
 template <typename F>
@@ -171,9 +198,8 @@ void softmax_forward(const float* x, float* y, int64_t n, bool log) {
 
 void softmax_backward(const float* dy, const float* y, float* dx, int64_t n, bool log) {
   const auto one = std::integral_constant<int64_t, 1>{};
-  const auto exp_into = [&](const float* in, float* out) { sum_exp(in, 0.0, out, n); };  // y ≤ 0
-  if (log) softmax_backward_line<true>(dy, y, dx, n, one, exp_into);
-  else softmax_backward_line<false>(dy, y, dx, n, one, exp_into);
+  if (log) softmax_backward_line<true>(dy, y, dx, one, FloatRow{n});
+  else softmax_backward_line<false>(dy, y, dx, one, FloatRow{n});
 }
 
 }  // namespace

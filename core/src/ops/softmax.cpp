@@ -108,9 +108,8 @@ void softmax_backward(const T* dy, const T* y, T* dx, const AlongDim& layout) {
                                                          float_row<decltype(stride)>(y + start),
                                                          float_row<decltype(stride)>(dx + start), n, Log);
     else
-      detail::softmax_backward_line<Log>(dy + start, y + start, dx + start, n, stride, [&](const T* in, T* out) {
-        for (int64_t k = 0; k < n; ++k) out[k * stride] = std::exp(in[k * stride]);
-      });
+      detail::softmax_backward_line<Log>(dy + start, y + start, dx + start, stride,
+                                         detail::StridedLine<T, decltype(stride)>{n, stride});
   });
 }
 
