@@ -1,5 +1,6 @@
-// Linear: y = x·Wᵀ + b, forward and backward as GEMMs (core's detail::gemm: Eigen on a few large
-// tiles fixed by the sizes, run in parallel by oneTBB, Eigen's own threads off), one tape node.
+// Linear: y = x·Wᵀ + b, forward and backward as GEMMs (core's detail::gemm, core/src/ops/gemm.cpp:
+// the kernel chosen for the CPU on a few large tiles fixed by the sizes, run in parallel by
+// oneTBB), one tape node.
 #include "tapegrad/nn/linear.hpp"
 
 #include <algorithm>
