@@ -86,7 +86,9 @@ template <typename V>
 #endif
 #if defined(__AVX512F__)
   } else if constexpr (kFloats == 8) {
-    return Wide(_mm512_maskz_cvtps_pd(0xFF, __m256(v)));  // unmasked: GCC 12 warns of its undefined passthrough
+    // All eight lanes kept; the zero-masking form, because the plain intrinsic's undefined
+    // passthrough makes GCC 12 warn (-Wmaybe-uninitialized). Compiles to the plain vcvtps2pd.
+    return Wide(_mm512_maskz_cvtps_pd(0xFF, __m256(v)));
 #endif
   } else {
     static_assert(kFloats % 2 == 0 && std::is_same_v<std::remove_cvref_t<decltype(v[0])>, float>);

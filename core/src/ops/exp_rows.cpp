@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "deterministic_sum.hpp"
@@ -139,6 +140,7 @@ double sum_exp(const float* x, double shift, float* out, int64_t n) {
 // terms as StridedLine's, exact in double (a float, or the product of two), added in its order.
 struct FloatRow {
   int64_t n;
+  static constexpr std::integral_constant<int64_t, 1> stride{};
   double sum(const float* v) const {
     double total = sum_whole_blocks(n, [&](FloatPart part) { return widen(part(v)); });
     for (int64_t k = whole_blocks(n); k < n; ++k) total += static_cast<double>(v[k]);
@@ -197,9 +199,8 @@ void softmax_forward(const float* x, float* y, int64_t n, bool log) {
 }
 
 void softmax_backward(const float* dy, const float* y, float* dx, int64_t n, bool log) {
-  const auto one = std::integral_constant<int64_t, 1>{};
-  if (log) softmax_backward_line<true>(dy, y, dx, one, FloatRow{n});
-  else softmax_backward_line<false>(dy, y, dx, one, FloatRow{n});
+  if (log) softmax_backward_line<true>(dy, y, dx, FloatRow{n});
+  else softmax_backward_line<false>(dy, y, dx, FloatRow{n});
 }
 
 }  // namespace

@@ -108,7 +108,7 @@ void softmax_backward(const T* dy, const T* y, T* dx, const AlongDim& layout) {
                                                          float_row<decltype(stride)>(y + start),
                                                          float_row<decltype(stride)>(dx + start), n, Log);
     else
-      detail::softmax_backward_line<Log>(dy + start, y + start, dx + start, stride,
+      detail::softmax_backward_line<Log>(dy + start, y + start, dx + start,
                                          detail::StridedLine<T, decltype(stride)>{n, stride});
   });
 }

@@ -30,13 +30,14 @@ struct StridedLine {
   }
 };
 
-// grad (dy), out (y), result (dx): lines of line.n elements at `stride`; only the saved output is
-// needed:
+// grad (dy), out (y), result (dx): lines of line.n elements at line.stride; only the saved output
+// is needed:
 //   softmax:      dx_k = y_k (dy_k − Σ_j dy_j y_j)
 //   log_softmax:  dx_k = dy_k − exp(y_k) Σ_j dy_j
-template <bool Log, typename T, typename Stride, typename Line>
-void softmax_backward_line(const T* grad, const T* out, T* result, Stride stride, const Line& line) {
+template <bool Log, typename T, typename Line>
+void softmax_backward_line(const T* grad, const T* out, T* result, const Line& line) {
   const int64_t n = line.n;
+  const auto stride = line.stride;
   if constexpr (Log) {
     const T grad_sum = static_cast<T>(line.sum(grad));
     line.exp_into(out, result);
