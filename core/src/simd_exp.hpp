@@ -15,7 +15,6 @@
 #include <type_traits>
 
 #include "cpu/isa_namespace.hpp"
-#include "simd_lanes.hpp"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"  // see simd_lanes.hpp
@@ -141,20 +140,6 @@ template <int kScale = 0, typename F>
   const auto k_half = k_int >> 1;  // ⌊k/2⌋ (arithmetic shift)
   const auto two_to = [](auto exponent) { return std::bit_cast<F>((exponent + 127) << 23); };  // exponent in [−87, 89]
   return (power_series * two_to(k_int - k_half)) * two_to(k_half);
-}
-
-// A lane's doubles rounded to its floats.
-template <typename Lane, typename D>
-auto to_float(D v) {
-  if constexpr (std::is_same_v<D, double>) return static_cast<float>(v);
-  else return __builtin_convertvector(v, typename Lane::Vec);
-}
-
-// A lane's floats widened to its doubles.
-template <typename Lane, typename F>
-auto to_double(F v) {
-  if constexpr (std::is_same_v<F, float>) return static_cast<double>(v);
-  else return typename Lane::Wide(widen_to_double(v));
 }
 
 // f(v) for a lane's doubles, in halves of at most 64 bytes (8 doubles): a full lane of 16 floats

@@ -77,9 +77,9 @@ template <typename F, typename Exponent>
     return {high, static_cast<float>(wide - high)};
   } else if constexpr (sizeof(F) <= 32) {
     using Wide = typename VectorLane<float, sizeof(F)>::Wide;
-    const Wide wide = exponent(Wide(widen_to_double(x)));
+    const Wide wide = exponent(__builtin_convertvector(x, Wide));
     const F high = __builtin_convertvector(wide, F);
-    return {high, __builtin_convertvector(wide - Wide(widen_to_double(high)), F)};
+    return {high, __builtin_convertvector(wide - __builtin_convertvector(high, Wide), F)};
   } else {
     const auto low_half = exponent_in_double(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7), exponent);
     const auto high_half = exponent_in_double(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15), exponent);
