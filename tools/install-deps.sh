@@ -2,7 +2,7 @@
 # Installs what tapegrad needs to build and test, from Debian 12's own packages only.
 # Idempotent and quick when everything is present: apt-get runs only for missing packages.
 #   bash tools/install-deps.sh            # build + test dependencies
-#   bash tools/install-deps.sh --bench    # also libtorch, OpenBLAS and perf for bench/
+#   bash tools/install-deps.sh --bench    # also libtorch, PyTorch, OpenBLAS and perf for bench/ and tests/fixtures
 #   bash tools/install-deps.sh --fuzz     # also clang and its libFuzzer runtime for tests/fuzz
 set -euo pipefail
 
@@ -11,7 +11,7 @@ packages=(cmake make g++ libeigen3-dev libblis-serial-dev libtbb-dev libspdlog-d
 # test that loads a tapegrad checkpoint in Python, and OpenMPI for tapegrad::distributed.
 packages+=(libcli11-dev dataset-fashion-mnist gnuplot-nox python3-numpy libopenmpi-dev openmpi-bin)
 case "${1:-}" in
-  --bench) packages+=(libtorch-dev libopenblas0-openmp linux-perf) ;;
+  --bench) packages+=(libtorch-dev python3-torch libopenblas0-openmp linux-perf) ;;
   --fuzz) packages+=(clang libclang-rt-14-dev) ;;
 esac
 
