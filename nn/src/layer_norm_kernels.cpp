@@ -137,9 +137,9 @@ class Scratch {
 // T sum spans more than kRowBlock terms, however many rows a chunk has.
 inline constexpr int64_t kRowBlock = 64;
 // Rows whose dx pass runs together: four rows share each load and store of the block's dγ/dβ sums.
-// Against two, paired at 1 thread on Intel family 6 model 207: [512, 4096] 1.13× faster (its sums
-// are 32 KiB a row, L1's size), [8192, 768] and [32768, 64] unchanged; eight rows were 8% slower on
-// [8192, 768].
+// Against two, paired at 1 thread on Intel family 6 model 207: [512, 4096] 1.13× faster (its block
+// sums, 2N floats, are 32 KiB: L1's size), [8192, 768] and [32768, 64] unchanged; eight rows were 8%
+// slower on [8192, 768].
 inline constexpr int64_t kBackwardRows = 4;
 // Backward chunks hold at least this many elements (16+ rows of 4096), so that for wide rows the
 // per-chunk partial sums (2N doubles each) stay a small fraction of the traffic.
