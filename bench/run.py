@@ -304,10 +304,20 @@ def main():
         print("- tapegrad's %s" % banner)
     print("- Compiler: %s" % info["compiler"])
     print("- libtorch: %s (Debian), BLAS: %s" % (info["libtorch"], info["blas"]))
-    command = "python3 bench/run.py --build %s" % args.build
+    # The command as it would reproduce this table: the settings that change what runs, and the
+    # environment variables that force a kernel choice (a forced-generic run must say so; a table
+    # printed --from-raw cannot know them, its raw file's `# cpu:` lines name the kernels).
+    forcing = [] if args.from_raw else [
+        "%s=%s" % (k, os.environ[k]) for k in ("BLIS_ARCH_TYPE", "TG_GEMM", "TG_CPU_ISA") if k in os.environ]
+    command = " ".join(forcing + ["python3 bench/run.py --build %s" % args.build])
     command += " --quick" if args.quick else (" --rounds %d" % args.rounds if args.rounds != 5 else "")
-    print("- Command: `%s` — %d rounds, min-time %g s per case per run, medians across rounds; "
-          "libtorch at its best of: %s" % (command, args.rounds, args.min_time, ", ".join(args.variants)))
+    if args.filter:
+        command += " --filter %s" % args.filter
+    if args.variants != list(TORCH_VARIANTS):
+        command += ' --variants "%s"' % ",".join(args.variants)
+    print("- Command: `%s` — %d round%s, min-time %g s per case per run, medians across rounds; "
+          "libtorch at its best of: %s" % (command, args.rounds, "" if args.rounds == 1 else "s", args.min_time,
+                                           ", ".join(args.variants) or "(libtorch not run)"))
     print()
     print("| case | thr | tapegrad ms | libtorch ms | torch/tg | tg GB/s | % triad | tg GFLOP/s | % FMA peak "
           "| torch GFLOP/s | target | met | libtorch best env |")
