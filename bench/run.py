@@ -299,7 +299,11 @@ def main():
     when = os.path.getmtime(args.from_raw) if args.from_raw else time.time()
     print("# tapegrad vs libtorch — %s" % time.strftime("%Y-%m-%d %H:%M", time.localtime(when)))
     print()
-    print("- Machine: %s" % info["cpu"])
+    if args.from_raw:  # the raw file records each program's `# cpu:` banner, not the host's details
+        print("- Machine: as its banner below says (printed from %s; the compiler and libtorch lines below "
+              "describe the machine that printed it: %s)" % (args.from_raw, info["cpu"]))
+    else:
+        print("- Machine: %s" % info["cpu"])
     for banner in banners:
         print("- tapegrad's %s" % banner)
     print("- Compiler: %s" % info["compiler"])
