@@ -1,9 +1,11 @@
 // e^v in float lanes, for the kernels compiled once per vector level (GELU, the softmax family,
-// cross-entropy): v = k ln2 + r, e^r by a polynomial and 2^k made in the exponent bits, so that
-// it vectorises (glibc's exp does not), 16 floats to an AVX-512 vector, 8 to AVX2's, 4 to SSE's.
-// Written once for a vector of floats or one float (simd_lanes.hpp's VectorLane::Vec or a
-// ScalarLane's float), with no FMA contraction (tg_add_isa_kernels): the same bits at every level,
-// in a vector lane and in the scalar tail. Private to the library.
+// cross-entropy): v = (k/8) ln2 + r, 2^((k mod 8)/8) from a table of eight, e^r by a short
+// polynomial and 2^⌊k/8⌋ applied last, so that it vectorises (glibc's exp does not), 16 floats to
+// an AVX-512 vector, 8 to AVX2's, 4 to SSE's. Written once for a vector of floats or one float
+// (simd_lanes.hpp's VectorLane::Vec or a ScalarLane's float), with no FMA contraction
+// (tg_add_isa_kernels), and where a level has an instruction of its own (the table's permute,
+// AVX-512's vscalefps, x86's minps and maxps), it computes exactly what the portable form does:
+// the same bits at every level, in a vector lane and in the scalar tail. Private to the library.
 #pragma once
 
 #include <array>
@@ -13,8 +15,12 @@
 #include <limits>
 #include <numbers>
 #include <type_traits>
+#include <utility>
+
+#include <immintrin.h>
 
 #include "cpu/isa_namespace.hpp"
+#include "simd_lanes.hpp"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"  // see simd_lanes.hpp
@@ -91,55 +97,148 @@ ExactSum<F> exact_sum(F a, F b) {
   return {value, (a - (value - b_part)) + (b - b_part)};
 }
 
+// v clamped to [lowest, highest] lane by lane, NaN kept, as max(lowest, v) then min(highest, v) of
+// x86's maxps and minps (which return their second operand where either is NaN): one instruction
+// each at every level, where a comparison and a blend take two or three. (AVX-512 in the zero-masked
+// forms, every lane kept: see times_eighths_power_of_two.)
+template <typename F>
+[[gnu::always_inline]] inline F clamp_keeping_nan(F v, float lowest, float highest) {
+  if constexpr (std::is_same_v<F, float>) {
+    v = lowest > v ? lowest : v;
+    return highest < v ? highest : v;
+  } else if constexpr (sizeof(F) == 16) {
+    return _mm_min_ps(_mm_set1_ps(highest), _mm_max_ps(_mm_set1_ps(lowest), v));
+#if defined(__AVX__)
+  } else if constexpr (sizeof(F) == 32) {
+    return _mm256_min_ps(_mm256_set1_ps(highest), _mm256_max_ps(_mm256_set1_ps(lowest), v));
+#endif
+#if defined(__AVX512F__)
+  } else if constexpr (sizeof(F) == 64) {
+    return _mm512_maskz_min_ps(0xFFFF, _mm512_set1_ps(highest), _mm512_maskz_max_ps(0xFFFF, _mm512_set1_ps(lowest), v));
+#endif
+  } else {
+    v = select(F{} + lowest > v, F{} + lowest, v);
+    return select(F{} + highest < v, F{} + highest, v);
+  }
+}
+
+// 2^(j/8), j = 0 … 7, as float pairs: high is 2^(j/8) rounded to float, low the rest rounded (high +
+// low is within 1.3e-15 relative of 2^(j/8)).
+inline constexpr std::array<float, 8> kEighthPowersHigh{0x1p+0f,         0x1.172b84p+0f, 0x1.306fe0p+0f, 0x1.4bfdaep+0f,
+                                                        0x1.6a09e6p+0f,  0x1.8ace54p+0f, 0x1.ae89fap+0f, 0x1.d5818ep+0f};
+inline constexpr std::array<float, 8> kEighthPowersLow{0.0f,            -0x1.c15742p-27f, 0x1.4636e2p-25f, -0x1.593abcp-25f,
+                                                       0x1.9fcef4p-26f, 0x1.15506ep-27f,  -0x1.a94b14p-26f, -0x1.822dbcp-27f};
+
+// table[k mod 8] lane by lane, k in the low mantissa bits of `shifted` (k + 0x1.8p23, so that k's
+// two's complement bits are there: their lowest three are k mod 8). A vector lane takes its entries
+// by the level's permute: vpermps with the table repeated to 16 entries at AVX-512 (its index has
+// four bits), vpermps at AVX2, vpermt2ps for 4 lanes at AVX-512, two vpermilps and a blend at AVX2,
+// two byte shuffles and a blend at SSE4.2; a vector wider than the level's registers goes in halves.
+template <typename F>
+[[gnu::always_inline]] inline F eighth_power(const std::array<float, 8>& t, F shifted) {
+  if constexpr (std::is_same_v<F, float>) {
+    return t[std::bit_cast<uint32_t>(shifted) & 7];
+  } else if constexpr (sizeof(F) > kRegisterBytes) {
+    constexpr size_t kHalf = sizeof(F) / sizeof(float) / 2;
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      const auto low = eighth_power(t, __builtin_shufflevector(shifted, shifted, I...));
+      const auto high = eighth_power(t, __builtin_shufflevector(shifted, shifted, (I + kHalf)...));
+      return __builtin_shufflevector(low, high, I..., (I + kHalf)...);
+    }(std::make_index_sequence<kHalf>{});
+#if defined(__AVX512F__)
+  } else if constexpr (sizeof(F) == 64) {
+    const __m512 table = _mm512_setr_ps(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]);
+    return _mm512_maskz_permutexvar_ps(0xFFFF, _mm512_castps_si512(shifted), table);  // (zero-masked: see clamp_keeping_nan)
+#endif
+#if defined(__AVX2__)
+  } else if constexpr (sizeof(F) == 32) {
+    return _mm256_permutevar8x32_ps(_mm256_setr_ps(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]), _mm256_castps_si256(shifted));
+#endif
+  } else {
+    static_assert(sizeof(F) == 16);
+    const __m128 low = _mm_setr_ps(t[0], t[1], t[2], t[3]), high = _mm_setr_ps(t[4], t[5], t[6], t[7]);
+    const __m128i index = _mm_castps_si128(shifted);
+#if defined(__AVX512VL__)
+    return _mm_permutex2var_ps(low, index, high);  // index mod 8
+#else
+    const __m128 use_high = _mm_castsi128_ps(_mm_slli_epi32(index, 29));  // bit 2 of the index, as the sign
+#if defined(__AVX__)
+    return _mm_blendv_ps(_mm_permutevar_ps(low, index), _mm_permutevar_ps(high, index), use_high);  // index mod 4
+#else
+    // the entry's four bytes: byte b of lane i takes byte 4 · (index_i mod 4) + b of a half
+    const __m128i first_byte = _mm_shuffle_epi8(_mm_slli_epi32(index, 2), _mm_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12));
+    const __m128i bytes = _mm_add_epi8(_mm_and_si128(first_byte, _mm_set1_epi8(12)), _mm_setr_epi8(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
+    return _mm_blendv_ps(_mm_castsi128_ps(_mm_shuffle_epi8(_mm_castps_si128(low), bytes)),
+                         _mm_castsi128_ps(_mm_shuffle_epi8(_mm_castps_si128(high), bytes)), use_high);
+#endif
+#endif
+  }
+}
+
+// p · 2^(⌊k/8⌋ + kScale), rounded once, for p in [½, 2] and an integer k in [−1640, 1155] given
+// twice: as a float, and in the low mantissa bits of `shifted` = k + 0x1.8p23. The one rounding
+// gives a subnormal, 0 or +∞ where the product leaves float's normal range, as IEEE does.
+// AVX-512's vscalefps (p · 2^⌊s⌋) is exactly that, one instruction. Elsewhere 2^⌊k/8⌋ is made in the
+// exponent bits, as 2^(m − ⌊m/2⌋) · 2^⌊m/2⌋ for m = ⌊k/8⌋ + kScale, two normal powers: the first
+// product is exact and the second rounds once, so both ways give the same bits.
+template <int kScale, typename F>
+[[gnu::always_inline]] inline F times_eighths_power_of_two(F p, [[maybe_unused]] F k, F shifted) {
+#if defined(__AVX512F__)
+  // (the zero-masked forms with every lane kept: the plain ones start from an undefined vector,
+  // which GCC 12 reports as maybe-uninitialized)
+  if constexpr (sizeof(F) == 16 || sizeof(F) == 32 || sizeof(F) == 64) {
+    const F exponent = k * 0.125f + static_cast<float>(kScale);  // ⌊·⌋ is vscalefps'
+    if constexpr (sizeof(F) == 64) return _mm512_maskz_scalef_ps(0xFFFF, p, exponent);
+    else if constexpr (sizeof(F) == 32) return _mm256_maskz_scalef_ps(0xFF, p, exponent);
+    else return _mm_maskz_scalef_ps(0xF, p, exponent);
+  }
+#endif
+  constexpr float kRoundToInteger = 0x1.8p23f;
+  const auto k_int = std::bit_cast<Int32<F>>(std::bit_cast<UInt32<F>>(shifted) - std::bit_cast<uint32_t>(kRoundToInteger));
+  const auto m = (k_int >> 3) + kScale;  // ⌊k/8⌋ (arithmetic shift)
+  const auto m_half = m >> 1;            // ⌊m/2⌋
+  const auto two_to = [](auto exponent) { return std::bit_cast<F>((exponent + 127) << 23); };  // exponent in [−87, 88]
+  return (p * two_to(m - m_half)) * two_to(m_half);
+}
+
 // e^(v + v_low) in float lanes, v_low a correction below ulp(v) (the rounding error of the
 // difference or product that made v: e^v's relative error is |v| times v's, 80 ulp at v = −80, so
-// the softmax family and GELU pass the part that rounding lost). Within 1.05 ulp of the exact value
-// over the whole float range (1.044 at worst, checked over every float; tests/core/exp_float_test.cpp),
-// subnormal results included:
-//   v = k ln2 + r, k = round(v / ln2), |r| ≤ ln2/2, with r = (v − k ln2_high) + (v_low − k ln2_low):
-//   ln2_high has 9 significant bits, so k · ln2_high is exact for the |k| ≤ 159 that occur and
-//   v − k · ln2_high is exact too (Sterbenz: the two are within a factor 2);
-//   e^r = Σ_{i≤7} rⁱ/i! (truncation below 5.2e-9 relative, 0.04 ulp);
-//   2^k as 2^(k − ⌊k/2⌋) · 2^⌊k/2⌋, two normal powers built in the exponent bits: the first product
-//   is exact and the second rounds once, to a subnormal, to 0 below e^−103.97 or to +∞ above
-//   e^88.72, as IEEE does.
+// the softmax family and GELU pass the part that rounding lost). Within 0.78 ulp of the exact value
+// over the whole float range (0.776 at worst, at a subnormal result, 0.630 over the normal ones;
+// checked over every float, tests/core/exp_float_test.cpp):
+//   v = (k/8) ln2 + r, k = round(8v / ln2), |r| ≤ ln2/16, with r = (v − k c_high) + (v_low − k c_low),
+//   c = ln2/8: c_high has 12 significant bits, so k · c_high is exact for the |k| ≤ 1640 that occur
+//   and v − k · c_high is exact too (Sterbenz: the two are within a factor 2);
+//   e^v = 2^⌊k/8⌋ · 2^((k mod 8)/8) · e^r, the middle factor a table entry as a float pair
+//   t_high + t_low and e^r = 1 + q, q = r + r²/2 + r³/6 + r⁴/24 (truncation below 1.3e-9
+//   relative, 0.02 ulp); t_high + (t_high q + t_low) rounds at full weight only in its last
+//   addition, the rest being 1/20 of it (|q| < 0.045);
+//   times 2^⌊k/8⌋ rounded once (times_eighths_power_of_two), to a subnormal, to 0 below e^−103.97
+//   or to +∞ above e^88.72, as IEEE does.
 // kScale ≥ 0 returns e^(v + v_low) · 2^kScale instead, for a caller that multiplies a tiny e by
 // more factors: the scaled value stays a normal float where e alone would be subnormal and lose
 // digits, and the caller scales back last.
 // v is clamped to [−110 − kScale, 100] first (beyond, the result is 0 or +∞ anyway), so that k's
-// bits stay in range; there v_low is ignored, so that −∞ gives exactly 0 (and +∞ gives +∞) even
-// when v_low is NaN from ∞ − ∞. NaN stays NaN. Always inlined: called out of line, its vectors
-// and constants go through memory on every call.
+// bits stay in range; there v_low is ignored (and wherever v is NaN), so that −∞ gives exactly 0
+// (and +∞ gives +∞) even when v_low is NaN from ∞ − ∞. NaN stays NaN. Always inlined: called out
+// of line, its vectors and constants go through memory on every call.
 template <int kScale = 0, typename F>
 [[gnu::always_inline]] inline F exp_float(F v, F v_low) {
   static_assert(0 <= kScale && kScale <= 32);
   constexpr float kLowest = -110.0f - kScale, kHighest = 100.0f;
-  constexpr float kRoundToInteger = 0x1.8p23f;  // adding it rounds any |w| < 2^22 to an integer
-  constexpr float kLog2e = std::numbers::log2e_v<float>;
-  constexpr float kLn2High = 0x1.63p-1f, kLn2Low = -0x1.bd0106p-13f;  // ln 2 − kLn2High, rounded
-  const auto in_range = (v >= kLowest) & (v <= kHighest);
-  v = select(v < kLowest, F{} + kLowest, select(v > kHighest, F{} + kHighest, v));
-  v_low = select(in_range, v_low, F{});
-  const F shifted = v * kLog2e + kRoundToInteger;  // k in the low mantissa bits
+  constexpr float kRoundToInteger = 0x1.8p23f;        // adding it rounds any |w| < 2^22 to an integer
+  constexpr float kEighthsPerUnit = 0x1.715476p+3f;   // 8 / ln 2
+  constexpr float kEighthHigh = 0x1.62ep-4f, kEighthLow = 0x1.0bfbe8p-18f;  // ln2/8 and the rest, rounded
+  const F clamped = clamp_keeping_nan(v, kLowest, kHighest);
+  v_low = select(clamped == v, v_low, F{});
+  v = clamped;
+  const F shifted = v * kEighthsPerUnit + kRoundToInteger;  // k in the low mantissa bits
   const F k = shifted - kRoundToInteger;
-  const F r = (v - k * kLn2High) + (v_low - k * kLn2Low);
-  // Σ_{i≤7} rⁱ/i! = 1 + (r + r² q(r)), q = Σ_{2≤i≤7} r^(i−2)/i!: the 1 added last, so that only two
-  // roundings reach the result at full weight. q = low(r) + r³ · high(r), two Horner chains of 2
-  // steps that run side by side.
-  constexpr std::array<float, 3> kLowTerms{1.0f / 24, 1.0f / 6, 1.0f / 2};        // 1/4! ... 1/2!
-  constexpr std::array<float, 3> kHighTerms{1.0f / 5040, 1.0f / 720, 1.0f / 120};  // 1/7! ... 1/5!
-  F low = F{} + kLowTerms[0], high = F{} + kHighTerms[0];
-  for (std::size_t i = 1; i < kLowTerms.size(); ++i) {
-    low = low * r + kLowTerms[i];
-    high = high * r + kHighTerms[i];
-  }
+  const F r = (v - k * kEighthHigh) + (v_low - k * kEighthLow);
   const F r_squared = r * r;
-  const F q = low + (r_squared * r) * high;
-  const F power_series = 1.0f + (r + r_squared * q);
-  const auto k_int = std::bit_cast<Int32<F>>(std::bit_cast<UInt32<F>>(shifted) - std::bit_cast<uint32_t>(kRoundToInteger)) + kScale;
-  const auto k_half = k_int >> 1;  // ⌊k/2⌋ (arithmetic shift)
-  const auto two_to = [](auto exponent) { return std::bit_cast<F>((exponent + 127) << 23); };  // exponent in [−87, 89]
-  return (power_series * two_to(k_int - k_half)) * two_to(k_half);
+  const F q = r + r_squared * (0.5f + r * (1.0f / 6 + r * (1.0f / 24)));  // e^r − 1
+  const F t_high = eighth_power(kEighthPowersHigh, shifted), t_low = eighth_power(kEighthPowersLow, shifted);
+  return times_eighths_power_of_two<kScale>(t_high + (t_high * q + t_low), k, shifted);
 }
 
 // f(v) for a lane's doubles, in halves of at most 64 bytes (8 doubles): a full lane of 16 floats

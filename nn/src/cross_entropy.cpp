@@ -103,7 +103,7 @@ struct ClassRow {
 };
 
 // Contiguous float32 rows (no spatial dims) take the per-level row kernels, whose exp vectorises
-// (core's ops/exp_rows.hpp: e^(x − shift) in float lanes within 1.05 ulp); the others
+// (core's ops/exp_rows.hpp: e^(x − shift) in float lanes within 0.78 ulp); the others
 // std::exp.
 template <typename T>
 bool on_row_kernels(const ClassRow<T>& row) {
@@ -112,7 +112,7 @@ bool on_row_kernels(const ClassRow<T>& row) {
 
 // log Σ_c exp(row[c]) with the row max subtracted first: exp never overflows and the largest term
 // is exactly 1, so large logits (1e3) stay exact. A contiguous float32 row may also keep what
-// backward needs: e[c] = exp(row[c] − max) (within 1.05 ulp) and *sum = Σe (both or neither).
+// backward needs: e[c] = exp(row[c] − max) (within 0.78 ulp) and *sum = Σe (both or neither).
 template <typename T>
 double log_sum_exp(const ClassRow<T>& row, int64_t C, float* e = nullptr, double* sum = nullptr) {
   if constexpr (std::is_same_v<T, float>) {
@@ -131,7 +131,7 @@ double log_sum_exp(const ClassRow<T>& row, int64_t C, float* e = nullptr, double
 }
 
 // The softmax of one row of C classes at a time, as doubles: p_c = exp(row[c] − lse). Contiguous
-// float32 rows take the level's float-lane exp (within 1.05 ulp of the exact value), through a
+// float32 rows take the level's float-lane exp (within 0.78 ulp of the exact value), through a
 // float buffer; the others std::exp.
 template <typename T>
 class RowSoftmax {

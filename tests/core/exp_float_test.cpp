@@ -1,5 +1,5 @@
 // The float-lane exp of the softmax family's and cross-entropy's row kernels (simd_exp.hpp's
-// exp_float, through core/src/ops/exp_rows.cpp's scaled_exp at scale 1): within 1.05 ulp of e^x
+// exp_float, through core/src/ops/exp_rows.cpp's scaled_exp at scale 1): within 0.8 ulp of e^x
 // over the whole float range, subnormal results included, IEEE's 0, +∞ and NaN at the ends, the
 // shift's rounding error carried, and bitwise the same at every vector level.
 #include <bit>
@@ -46,7 +46,7 @@ std::vector<float> sweep_points() {
 
 }  // namespace
 
-TEST_CASE("float-lane exp is within 1.05 ulp of e^x over the whole float range", "[core][softmax][vector_isa]") {
+TEST_CASE("float-lane exp is within 0.8 ulp of e^x over the whole float range", "[core][softmax][vector_isa]") {
   const std::vector<float> points = sweep_points();
   double worst = 0;
   float worst_at = 0;
@@ -66,10 +66,13 @@ TEST_CASE("float-lane exp is within 1.05 ulp of e^x over the whole float range",
     }
   }
   CAPTURE(worst_at);
-  // The worst over every float in [−105, 89] (checked once, exhaustively) is 1.044 ulp, at
-  // x = −5.8879: the polynomial's truncation is 0.04 ulp, the rest the float roundings of r (up to
-  // ¼ ulp of the result), of r + r² q (¼) and of the final 1 + … (½). The sweep here gives ≤ 1.03.
-  CHECK(worst <= 1.05);
+  // The worst over every float in [−105, 89] (checked once, exhaustively) is 0.776 ulp, at
+  // x = −87.641, a subnormal result: the mantissa t_high + (t_high q + t_low) is rounded to float
+  // and then again to the subnormal's spacing. Over the normal results the worst is 0.630 ulp (at
+  // x = 0.6492): the final addition's ½ ulp, the rest (t_high q + t_low, 1/20 of the result, and
+  // the polynomial's 0.02 ulp) adding 0.13. The sweep here gives ≤ 0.756. (The float-lane exp
+  // before the table of 2^(j/8), a degree-7 polynomial on |r| ≤ ln2/2: 1.044, at x = −5.8879.)
+  CHECK(worst <= 0.8);
 }
 
 TEST_CASE("float-lane exp gives IEEE's values at the ends of the range", "[core][softmax][vector_isa]") {
@@ -93,7 +96,7 @@ TEST_CASE("float-lane exp gives IEEE's values at the ends of the range", "[core]
   CHECK(exp_of({-1.0f, 3.0f}, std::numeric_limits<double>::infinity()) == std::vector<double>{0.0, 0.0});
 }
 
-TEST_CASE("float-lane exp carries the shift's rounding: e^(x − shift) within 1.05 ulp for a double shift",
+TEST_CASE("float-lane exp carries the shift's rounding: e^(x − shift) within 0.8 ulp for a double shift",
           "[core][softmax][vector_isa]") {
   // cross-entropy's shift is log-sum-exp in double; x − shift in float alone would be off by up to
   // |x − shift| · 2^−24 relative, 40 ulp here.
@@ -106,5 +109,5 @@ TEST_CASE("float-lane exp carries the shift's rounding: e^(x − shift) within 1
   double worst = 0;
   for (size_t k = 0; k < x.size(); ++k)
     worst = std::max(worst, ulp_error(e[k], std::exp(static_cast<long double>(x[k]) - static_cast<long double>(shift))));
-  CHECK(worst <= 1.05);
+  CHECK(worst <= 0.8);  // measured 0.711
 }

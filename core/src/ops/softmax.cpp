@@ -74,7 +74,7 @@ void softmax_forward(const T* x, T* y, const AlongDim& layout) {
     const T* in = x + start;
     T* out = y + start;
     if constexpr (kFloatRow<T, decltype(stride)>) {
-      // the same steps, with e_k = exp(x_k − m) in float lanes (within 1.05 ulp)
+      // the same steps, with e_k = exp(x_k − m) in float lanes (within 0.78 ulp)
       detail::exp_row_kernels_for_cpu().softmax_forward(float_row<decltype(stride)>(in),
                                                         float_row<decltype(stride)>(out), n, Log);
       return;
