@@ -187,7 +187,8 @@ template <int kScale, typename F>
   // (the zero-masked forms with every lane kept: the plain ones start from an undefined vector,
   // which GCC 12 reports as maybe-uninitialized)
   if constexpr (sizeof(F) == 16 || sizeof(F) == 32 || sizeof(F) == 64) {
-    const F exponent = k * 0.125f + static_cast<float>(kScale);  // ⌊·⌋ is vscalefps'
+    F exponent = k * 0.125f;  // ⌊·⌋ is vscalefps'
+    if constexpr (kScale != 0) exponent = exponent + static_cast<float>(kScale);  // (+0 would be an instruction)
     if constexpr (sizeof(F) == 64) return _mm512_maskz_scalef_ps(0xFFFF, p, exponent);
     else if constexpr (sizeof(F) == 32) return _mm256_maskz_scalef_ps(0xFF, p, exponent);
     else return _mm_maskz_scalef_ps(0xF, p, exponent);
