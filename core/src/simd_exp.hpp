@@ -181,6 +181,10 @@ template <typename F>
 // AVX-512's vscalefps (p · 2^⌊s⌋) is exactly that, one instruction. Elsewhere 2^⌊k/8⌋ is made in the
 // exponent bits, as 2^(m − ⌊m/2⌋) · 2^⌊m/2⌋ for m = ⌊k/8⌋ + kScale, two normal powers: the first
 // product is exact and the second rounds once, so both ways give the same bits.
+// Adding it to a float w with |w| < 2^22 rounds w to an integer k and leaves k's two's complement
+// bits in the sum's low mantissa bits.
+inline constexpr float kRoundToInteger = 0x1.8p23f;
+
 template <int kScale, typename F>
 [[gnu::always_inline]] inline F times_eighths_power_of_two(F p, [[maybe_unused]] F k, F shifted) {
 #if defined(__AVX512F__)
@@ -194,7 +198,6 @@ template <int kScale, typename F>
     else return _mm_maskz_scalef_ps(0xF, p, exponent);
   }
 #endif
-  constexpr float kRoundToInteger = 0x1.8p23f;
   const auto k_int = std::bit_cast<Int32<F>>(std::bit_cast<UInt32<F>>(shifted) - std::bit_cast<uint32_t>(kRoundToInteger));
   const auto m = (k_int >> 3) + kScale;  // ⌊k/8⌋ (arithmetic shift)
   const auto m_half = m >> 1;            // ⌊m/2⌋
@@ -227,8 +230,7 @@ template <int kScale = 0, typename F>
 [[gnu::always_inline]] inline F exp_float(F v, F v_low) {
   static_assert(0 <= kScale && kScale <= 32);
   constexpr float kLowest = -110.0f - kScale, kHighest = 100.0f;
-  constexpr float kRoundToInteger = 0x1.8p23f;        // adding it rounds any |w| < 2^22 to an integer
-  constexpr float kEighthsPerUnit = 0x1.715476p+3f;   // 8 / ln 2
+  constexpr float kEighthsPerUnit = 0x1.715476p+3f;  // 8 / ln 2
   constexpr float kEighthHigh = 0x1.62ep-4f, kEighthLow = 0x1.0bfbe8p-18f;  // ln2/8 and the rest, rounded
   const F clamped = clamp_keeping_nan(v, kLowest, kHighest);
   v_low = select(clamped == v, v_low, F{});
