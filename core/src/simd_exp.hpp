@@ -129,6 +129,23 @@ inline constexpr std::array<float, 8> kEighthPowersHigh{0x1p+0f,         0x1.172
 inline constexpr std::array<float, 8> kEighthPowersLow{0.0f,            -0x1.c15742p-27f, 0x1.4636e2p-25f, -0x1.593abcp-25f,
                                                        0x1.9fcef4p-26f, 0x1.15506ep-27f,  -0x1.a94b14p-26f, -0x1.822dbcp-27f};
 
+// f(v), or for a vector wider than kBytes f of each half (halved again as needed) joined back in
+// lane order: lane by lane the same arithmetic, each half at full register width, where GCC would
+// spill a wider vector and split its operations element by element.
+template <size_t kBytes, typename V, typename F>
+[[gnu::always_inline]] inline auto in_halves_of_at_most(V v, const F& f) {
+  if constexpr (sizeof(V) <= kBytes) {
+    return f(v);
+  } else {
+    constexpr size_t kHalf = sizeof(V) / sizeof(v[0]) / 2;
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      const auto low = in_halves_of_at_most<kBytes>(__builtin_shufflevector(v, v, I...), f);
+      const auto high = in_halves_of_at_most<kBytes>(__builtin_shufflevector(v, v, (I + kHalf)...), f);
+      return __builtin_shufflevector(low, high, I..., (I + kHalf)...);
+    }(std::make_index_sequence<kHalf>{});
+  }
+}
+
 // table[k mod 8] lane by lane, k in the low mantissa bits of `shifted` (k + 0x1.8p23, so that k's
 // two's complement bits are there: their lowest three are k mod 8). A vector lane takes its entries
 // by the level's permute: vpermps with the table repeated to 16 entries at AVX-512 (its index has
@@ -139,12 +156,7 @@ template <typename F>
   if constexpr (std::is_same_v<F, float>) {
     return t[std::bit_cast<uint32_t>(shifted) & 7];
   } else if constexpr (sizeof(F) > kRegisterBytes) {
-    constexpr size_t kHalf = sizeof(F) / sizeof(float) / 2;
-    return [&]<size_t... I>(std::index_sequence<I...>) {
-      const auto low = eighth_power(t, __builtin_shufflevector(shifted, shifted, I...));
-      const auto high = eighth_power(t, __builtin_shufflevector(shifted, shifted, (I + kHalf)...));
-      return __builtin_shufflevector(low, high, I..., (I + kHalf)...);
-    }(std::make_index_sequence<kHalf>{});
+    return in_halves_of_at_most<kRegisterBytes>(shifted, [&](auto half) { return eighth_power(t, half); });
 #if defined(__AVX512F__)
   } else if constexpr (sizeof(F) == 64) {
     const __m512 table = _mm512_setr_ps(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]);
@@ -242,20 +254,6 @@ template <int kScale = 0, typename F>
   const F q = r + r_squared * (0.5f + r * (1.0f / 6 + r * (1.0f / 24)));  // e^r − 1
   const F t_high = eighth_power(kEighthPowersHigh, shifted), t_low = eighth_power(kEighthPowersLow, shifted);
   return times_eighths_power_of_two<kScale>(t_high + (t_high * q + t_low), k, shifted);
-}
-
-// f(v) for a lane's doubles, in halves of at most 64 bytes (8 doubles): a full lane of 16 floats
-// widens to 128 bytes, which no level's registers hold; the halves keep GCC from spilling and from
-// splitting its integer and select operations element by element. Lane by lane the same arithmetic.
-template <typename D, typename F>
-D in_register_halves(D v, const F& f) {
-  if constexpr (sizeof(D) <= 64) {
-    return f(v);
-  } else {
-    const auto low = f(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7));
-    const auto high = f(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
-    return __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  }
 }
 
 }  // namespace TG_ISA_HELPERS
