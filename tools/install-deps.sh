@@ -7,6 +7,8 @@
 set -euo pipefail
 
 packages=(cmake make g++ libeigen3-dev libblis-serial-dev libtbb-dev libspdlog-dev catch2 nlohmann-json3-dev zlib1g-dev python3)
+# The API reference (`docs` target) and the test that every public declaration has a Doxygen comment.
+packages+=(doxygen)
 # The examples and their tests: flags (CLI11), Fashion-MNIST, loss curves (gnuplot), NumPy for the
 # test that loads a tapegrad checkpoint in Python, and OpenMPI for tapegrad::distributed.
 packages+=(libcli11-dev dataset-fashion-mnist gnuplot-nox python3-numpy libopenmpi-dev openmpi-bin)
