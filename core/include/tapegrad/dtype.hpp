@@ -1,14 +1,17 @@
-// Element types and shapes.
-//
-// Four dtypes, as in PyTorch: float32 (the default) and float64 for values that take part in
-// autograd, int64 for class indices and counts, and bool for masks. Integer and bool tensors
-// never require grad. Each dtype has one C++ element type:
-//
-//   DType     C++ type   bytes  PyTorch          .npy   safetensors
-//   kFloat32  float      4      torch.float32    <f4    F32
-//   kFloat64  double     8      torch.float64    <f8    F64
-//   kInt64    int64_t    8      torch.int64      <i8    I64
-//   kBool     bool       1      torch.bool       |b1    BOOL
+/// @file
+/// Element types and shapes.
+///
+/// Four dtypes, as in PyTorch: float32 (the default) and float64 for values that take part in
+/// autograd, int64 for class indices and counts, and bool for masks. Integer and bool tensors
+/// never require grad. Each dtype has one C++ element type:
+///
+/// @code
+///   DType     C++ type   bytes  PyTorch          .npy   safetensors
+///   kFloat32  float      4      torch.float32    <f4    F32
+///   kFloat64  double     8      torch.float64    <f8    F64
+///   kInt64    int64_t    8      torch.int64      <i8    I64
+///   kBool     bool       1      torch.bool       |b1    BOOL
+/// @endcode
 #pragma once
 
 #include <cstdint>
@@ -18,17 +21,19 @@
 
 namespace tg {
 
-using Shape = std::vector<int64_t>;
+using Shape = std::vector<int64_t>;  ///< the size of each dim of a tensor, outermost first
 
 // Adding a dtype: add it here, to kDTypeCount, to the switches below and to detail::dispatch
 // (core/src/dispatch.hpp), whose static_assert on kDTypeCount stops the build until it is listed.
+/// The element type of a tensor (the table above).
 enum class DType : uint8_t { Float32, Float64, Int64, Bool };
-inline constexpr int kDTypeCount = 4;
-inline constexpr DType kFloat32 = DType::Float32;
-inline constexpr DType kFloat64 = DType::Float64;
-inline constexpr DType kInt64 = DType::Int64;
-inline constexpr DType kBool = DType::Bool;
+inline constexpr int kDTypeCount = 4;  ///< the number of dtypes
+inline constexpr DType kFloat32 = DType::Float32;  ///< float, torch.float32 (the default)
+inline constexpr DType kFloat64 = DType::Float64;  ///< double, torch.float64
+inline constexpr DType kInt64 = DType::Int64;      ///< int64_t, torch.int64
+inline constexpr DType kBool = DType::Bool;        ///< bool, torch.bool
 
+/// "float32", "float64", "int64" or "bool".
 constexpr std::string_view name(DType dtype) {
   switch (dtype) {
     case DType::Float32: return "float32";
@@ -39,6 +44,7 @@ constexpr std::string_view name(DType dtype) {
   return "invalid dtype";  // only for a value cast from outside the enum
 }
 
+/// Bytes per element: 4, 8, 8 or 1.
 constexpr size_t element_size(DType dtype) {
   switch (dtype) {
     case DType::Float32: return 4;
@@ -49,11 +55,13 @@ constexpr size_t element_size(DType dtype) {
   return 0;
 }
 
-// float32 and float64: the dtypes that arithmetic, reductions and autograd support.
+/// float32 and float64: the dtypes that arithmetic, reductions and autograd support.
 constexpr bool is_floating_point(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
 
-inline std::ostream& operator<<(std::ostream& out, DType dtype) { return out << name(dtype); }
+inline std::ostream& operator<<(std::ostream& out, DType dtype) { return out << name(dtype); }  ///< prints name(dtype)
 
+///@{
+/// The dtype of the C++ element type T: dtype_of<float>() is kFloat32, and so on.
 template <typename T>
 constexpr DType dtype_of();
 template <>
@@ -64,5 +72,6 @@ template <>
 constexpr DType dtype_of<int64_t>() { return kInt64; }
 template <>
 constexpr DType dtype_of<bool>() { return kBool; }
+///@}
 
 }  // namespace tg

@@ -1,8 +1,9 @@
-// tg::Error — the one exception type tapegrad throws for invalid use.
-//
-// Every public function validates its arguments at the edge and throws tg::Error with a message
-// that names the operation and the offending shapes, dims or dtypes ("expected X, got Y").
-// Kernels behind that edge trust their input.
+/// @file
+/// tg::Error — the one exception type tapegrad throws for invalid use.
+///
+/// Every public function validates its arguments at the edge and throws tg::Error with a message
+/// that names the operation and the offending shapes, dims or dtypes ("expected X, got Y").
+/// Kernels behind that edge trust their input.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 
 namespace tg {
 
+/// The exception tapegrad throws for invalid use; what() names the operation and the offending values.
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -48,7 +50,7 @@ template <typename... Parts>
 
 }  // namespace detail
 
-// Throws tg::Error("<op>: <message pieces>") when `condition` is false.
+/// Throws `tg::Error("<op>: <message pieces>")` when `condition` is false.
 template <typename... Parts>
 void check(bool condition, const char* op, const Parts&... parts) {
   if (!condition) [[unlikely]] detail::fail(op, parts...);

@@ -1,16 +1,19 @@
-// tg::gradcheck — compare a function's analytic gradients with central finite differences.
-//
-//   auto f = [](const std::vector<tg::Tensor>& in) { return (in[0] * in[1]).exp().sum({-1}); };
-//   auto a = tg::randn({3, 4}, tg::kFloat64).requires_grad_();
-//   auto b = tg::randn({4}, tg::kFloat64).requires_grad_();
-//   tg::GradcheckResult r = tg::gradcheck(f, {a, b});
-//   if (!r) std::cerr << r.message;
-//
-// For every input that requires grad, every element x_j is perturbed by ±eps and the output is
-// evaluated twice; (f(x+eps) - f(x-eps)) / 2eps is column j of the numeric Jacobian. The analytic
-// Jacobian comes from one backward per output element. An element passes when
-// |analytic - numeric| <= atol + rtol * |numeric| (PyTorch's rule and defaults). Inputs must be
-// float64: in float32 the finite differences themselves are too noisy to judge anything.
+/// @file
+/// tg::gradcheck — compare a function's analytic gradients with central finite differences.
+///
+/// @code
+///   auto f = [](const std::vector<tg::Tensor>& in) { return (in[0] * in[1]).exp().sum({-1}); };
+///   auto a = tg::randn({3, 4}, tg::kFloat64).requires_grad_();
+///   auto b = tg::randn({4}, tg::kFloat64).requires_grad_();
+///   tg::GradcheckResult r = tg::gradcheck(f, {a, b});
+///   if (!r) std::cerr << r.message;
+/// @endcode
+///
+/// For every input that requires grad, every element x_j is perturbed by ±eps and the output is
+/// evaluated twice; (f(x+eps) - f(x-eps)) / 2eps is column j of the numeric Jacobian. The analytic
+/// Jacobian comes from one backward per output element. An element passes when
+/// |analytic - numeric| <= atol + rtol * |numeric| (PyTorch's rule and defaults). Inputs must be
+/// float64: in float32 the finite differences themselves are too noisy to judge anything.
 #pragma once
 
 #include <cstdint>
@@ -22,28 +25,32 @@
 
 namespace tg {
 
+/// gradcheck's step and tolerances, PyTorch's defaults.
 struct GradcheckOptions {
-  double eps = 1e-6;
-  double atol = 1e-5;
-  double rtol = 1e-3;
+  double eps = 1e-6;   ///< the finite-difference step: x ± eps
+  double atol = 1e-5;  ///< absolute tolerance
+  double rtol = 1e-3;  ///< relative tolerance, times |numeric|
 };
 
+/// What gradcheck found; true when every element passed.
 struct GradcheckResult {
-  bool passed = true;
-  // The worst element — the one whose |analytic - numeric| comes closest to (or goes furthest
-  // past) its tolerance atol + rtol·|numeric|: which input, which of its elements, which output.
+  bool passed = true;  ///< every element within atol + rtol·|numeric|
+  /// The worst element — the one whose |analytic - numeric| comes closest to (or goes furthest
+  /// past) its tolerance atol + rtol·|numeric|: which input, which of its elements, which output.
   int64_t input = -1;
-  int64_t element = -1;
-  int64_t output_element = -1;
-  double analytic = 0.0;
-  double numeric = 0.0;
-  std::vector<double> max_abs_error;  // per input; 0 for inputs that do not require grad
-  std::string message;                // a one-paragraph human summary
-  explicit operator bool() const { return passed; }
+  int64_t element = -1;         ///< the worst element's index in that input (row-major)
+  int64_t output_element = -1;  ///< the output element whose gradient it is (row-major)
+  double analytic = 0.0;        ///< the worst element's analytic derivative
+  double numeric = 0.0;         ///< and its finite-difference estimate
+  std::vector<double> max_abs_error;  ///< per input; 0 for inputs that do not require grad
+  std::string message;                ///< a one-paragraph human summary
+  explicit operator bool() const { return passed; }  ///< passed
 };
 
+/// A function of tensors that gradcheck can differentiate: inputs to one output tensor.
 using DifferentiableFunction = std::function<Tensor(const std::vector<Tensor>&)>;
 
+/// Compares the analytic gradients of fn at `inputs` with central finite differences (gradcheck.hpp).
 GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 

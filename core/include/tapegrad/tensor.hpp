@@ -1,16 +1,19 @@
-// tg::Tensor — a dense, row-major, N-d array of float32, float64, int64 or bool (dtype.hpp) whose
-// operations are recorded on a tape and differentiated in reverse.
-//
-// A Tensor is a cheap handle: copies share the same storage and the same autograd state, exactly
-// like torch::Tensor. Results of operations are always contiguous; `reshape` shares storage with
-// its input, every other operation returns new storage.
-//
-//   tg::manual_seed(0);
-//   tg::Tensor w = tg::randn({3, 2}).requires_grad_();
-//   tg::Tensor x = tg::tensor({1, 2, 3, 4, 5, 6}, {2, 3});
-//   tg::Tensor loss = tg::matmul(x, w).relu().pow(2).mean();
-//   loss.backward();
-//   std::cout << w.grad();
+/// @file
+/// tg::Tensor — a dense, row-major, N-d array of float32, float64, int64 or bool (dtype.hpp) whose
+/// operations are recorded on a tape and differentiated in reverse.
+///
+/// A Tensor is a cheap handle: copies share the same storage and the same autograd state, exactly
+/// like torch::Tensor. Results of operations are always contiguous; `reshape` shares storage with
+/// its input, every other operation returns new storage.
+///
+/// @code
+///   tg::manual_seed(0);
+///   tg::Tensor w = tg::randn({3, 2}).requires_grad_();
+///   tg::Tensor x = tg::tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+///   tg::Tensor loss = tg::matmul(x, w).relu().pow(2).mean();
+///   loss.backward();
+///   std::cout << w.grad();
+/// @endcode
 #pragma once
 
 #include <concepts>
@@ -27,6 +30,8 @@
 #include "tapegrad/error.hpp"
 #include "tapegrad/generator.hpp"  // tg::Generator and tg::manual_seed, behind the random functions
 
+/// tapegrad's public API: tensors and their operations, autograd, and (in nested namespaces) the
+/// modules, optimizers, data loading and distributed training built on them.
 namespace tg {
 
 struct TensorImpl;  // the library's own: core/src/tensor_impl.hpp, not installed
@@ -34,102 +39,107 @@ namespace detail {
 struct TensorAccess;
 }
 
+/// A dense, row-major, N-d array of float32, float64, int64 or bool whose operations are recorded
+/// on a tape; a cheap handle whose copies share storage and autograd state, like torch::Tensor.
 class Tensor {
  public:
-  Tensor() = default;  // an undefined tensor, e.g. the grad() of a parameter before any backward
+  Tensor() = default;  ///< an undefined tensor, e.g. the grad() of a parameter before any backward
 
-  bool defined() const { return impl_ != nullptr; }
-  const Shape& shape() const;
-  int64_t size(int64_t dim) const;  // negative dims count from the end
-  int64_t dim() const;
-  int64_t numel() const;
-  DType dtype() const;
+  bool defined() const { return impl_ != nullptr; }  ///< false for an undefined (default-constructed) tensor
+  const Shape& shape() const;                          ///< the size of each dim
+  int64_t size(int64_t dim) const;  ///< negative dims count from the end
+  int64_t dim() const;    ///< the number of dims (0 for a scalar)
+  int64_t numel() const;  ///< the number of elements
+  DType dtype() const;    ///< the element type
 
   // --- element access (no autograd) ---
-  double item() const;  // the value of a one-element tensor
+  double item() const;  ///< the value of a one-element tensor
   template <typename T>
-  T item() const;  // float, double, int64_t or bool, converted as .to() converts
+  T item() const;  ///< float, double, int64_t or bool, converted as .to() converts
   template <typename T>
-  std::vector<T> to_vector() const;  // row-major copy; T must match dtype()
+  std::vector<T> to_vector() const;  ///< row-major copy; T must match dtype()
   template <typename T>
-  const T* data() const;  // T must match dtype()
+  const T* data() const;  ///< T must match dtype()
   template <typename T>
-  T* mutable_data();  // for kernels, initialisers and optimizers; bypasses the tape
+  T* mutable_data();  ///< for kernels, initialisers and optimizers; bypasses the tape
 
   // --- in-place initialisation (not recorded; refused on a tensor that requires grad unless a
   // NoGradGuard is alive, as in PyTorch). The random ones draw PyTorch's numbers from `generator`,
   // or from the default generator (tg::manual_seed) when it is null ---
-  Tensor& fill_(double value);
-  Tensor& zero_() { return fill_(0.0); }
-  Tensor& uniform_(double low = 0.0, double high = 1.0, Generator* generator = nullptr);
-  Tensor& normal_(double mean = 0.0, double stddev = 1.0, Generator* generator = nullptr);
-  Tensor& bernoulli_(double p = 0.5, Generator* generator = nullptr);  // 1 with probability p, else 0
-  Tensor& copy_(const Tensor& source);  // same shape and dtype
+  Tensor& fill_(double value);            ///< every element set to value
+  Tensor& zero_() { return fill_(0.0); }  ///< every element set to 0
+  Tensor& uniform_(double low = 0.0, double high = 1.0, Generator* generator = nullptr);  ///< from U[low, high)
+  Tensor& normal_(double mean = 0.0, double stddev = 1.0, Generator* generator = nullptr);  ///< from N(mean, stddev²)
+  Tensor& bernoulli_(double p = 0.5, Generator* generator = nullptr);  ///< 1 with probability p, else 0
+  Tensor& copy_(const Tensor& source);  ///< same shape and dtype
 
   // --- autograd ---
-  Tensor& requires_grad_(bool requires_grad = true);  // float leaves only
-  bool requires_grad() const;
-  bool is_leaf() const;  // created by the user, not by a recorded operation
-  // Undefined until a backward reaches this leaf; accumulates until reset. Safe to call from any
-  // thread, even while a backward runs: it returns the gradient before or after an accumulation,
-  // never a half-written one (a stored gradient is never modified, only replaced).
+  Tensor& requires_grad_(bool requires_grad = true);  ///< float leaves only
+  bool requires_grad() const;  ///< whether operations on this tensor are recorded for its gradient
+  bool is_leaf() const;  ///< created by the user, not by a recorded operation
+  /// Undefined until a backward reaches this leaf; accumulates until reset. Safe to call from any
+  /// thread, even while a backward runs: it returns the gradient before or after an accumulation,
+  /// never a half-written one (a stored gradient is never modified, only replaced).
   Tensor grad() const;
-  // Same shape and dtype, or undefined to reset. Neither the tensor itself nor a tensor that has a
-  // gradient of its own (either would let tensors own each other).
+  /// Same shape and dtype, or undefined to reset. Neither the tensor itself nor a tensor that has a
+  /// gradient of its own (either would let tensors own each other).
   void set_grad(const Tensor& grad);
-  void backward() const;              // on a one-element tensor: d(self)/d(self) = 1
-  void backward(const Tensor& grad_output) const;  // vector-Jacobian product with grad_output
-  Tensor detach() const;  // shares storage, cut from the tape
-  const char* grad_fn_name() const;  // name of the recording op, or nullptr for leaves
+  void backward() const;              ///< on a one-element tensor: d(self)/d(self) = 1
+  void backward(const Tensor& grad_output) const;  ///< vector-Jacobian product with grad_output
+  Tensor detach() const;  ///< shares storage, cut from the tape
+  const char* grad_fn_name() const;  ///< name of the recording op, or nullptr for leaves
 
   // --- hooks (torch.Tensor.register_hook, register_post_accumulate_grad_hook) ---
-  // `hook(grad)` runs when backward has computed this tensor's gradient, before it is used (or, on
-  // a leaf, accumulated into grad()); it may return a replacement of the same shape and dtype, or
-  // an undefined Tensor to keep it. Hooks run in the order they were registered.
+  /// `hook(grad)` runs when backward has computed this tensor's gradient, before it is used (or, on
+  /// a leaf, accumulated into grad()); it may return a replacement of the same shape and dtype, or
+  /// an undefined Tensor to keep it. Hooks run in the order they were registered.
   HookHandle register_hook(std::function<Tensor(const Tensor& grad)> hook) const;
-  // Leaves only: `hook(leaf)` runs once per backward, right after leaf.grad() received its final
-  // gradient of that pass (data-parallel training starts its all-reduce here, while backward goes on).
+  /// Leaves only: `hook(leaf)` runs once per backward, right after leaf.grad() received its final
+  /// gradient of that pass (data-parallel training starts its all-reduce here, while backward goes on).
   HookHandle register_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook) const;
 
   // --- operations (all recorded on the tape) ---
-  // Returns *this when the dtype already matches. float → int64 truncates toward zero and refuses
-  // NaN, ±inf and out-of-range values; → bool is `!= 0`. Only float → float is recorded on the tape.
+  /// Returns *this when the dtype already matches. float → int64 truncates toward zero and refuses
+  /// NaN, ±inf and out-of-range values; → bool is `!= 0`. Only float → float is recorded on the tape.
   Tensor to(DType dtype) const;
-  Tensor clone() const;
-  Tensor sum() const;
-  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
-  Tensor mean() const;
-  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
-  Tensor var() const;  // of all elements, unbiased
-  // x.var(false): the biased variance of all elements. A template taking exactly bool, so that
-  // x.var({1}) cannot silently bind here (the braced list means dims, the overload below).
+  Tensor clone() const;  ///< a copy in new storage (recorded: the gradient flows back)
+  Tensor sum() const;    ///< of all elements, 0-d
+  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;  ///< over dims, kept as size 1 if keepdim
+  Tensor mean() const;  ///< of all elements, 0-d
+  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;  ///< over dims, kept as size 1 if keepdim
+  Tensor var() const;  ///< of all elements, unbiased
+  /// x.var(false): the biased variance of all elements. A template taking exactly bool, so that
+  /// x.var({1}) cannot silently bind here (the braced list means dims, the overload below).
   template <std::same_as<bool> Bool>
   Tensor var(Bool unbiased) const {
     return var(std::vector<int64_t>{}, unbiased, false);
   }
-  Tensor var(const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false) const;
-  Tensor sqrt() const;
-  Tensor pow(double exponent) const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor relu() const;
+  Tensor var(const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false) const;  ///< over dims
+  Tensor sqrt() const;                ///< √x elementwise
+  Tensor pow(double exponent) const;  ///< x^exponent elementwise
+  Tensor exp() const;                 ///< e^x elementwise
+  Tensor log() const;                 ///< natural logarithm elementwise
+  Tensor relu() const;                ///< max(x, 0) elementwise
   // --- elementwise math, comparisons and selection (PyTorch's semantics and gradients) ---
-  Tensor log1p() const;
-  Tensor tanh() const;
-  Tensor sigmoid() const;
-  Tensor gelu(std::string_view approximate = "none") const;  // "none" (erf) or "tanh"
-  Tensor abs() const;                                        // gradient 0 at 0
-  // min(max(x, min), max), either bound optional (not both absent); gradient where min <= x <= max.
+  Tensor log1p() const;    ///< log(1 + x) elementwise, accurate for small x
+  Tensor tanh() const;     ///< tanh elementwise
+  Tensor sigmoid() const;  ///< 1 / (1 + e^−x) elementwise
+  Tensor gelu(std::string_view approximate = "none") const;  ///< "none" (erf) or "tanh"
+  Tensor abs() const;                                        ///< gradient 0 at 0
+  /// min(max(x, min), max), either bound optional (not both absent); gradient where min <= x <= max.
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
-  Tensor clamp_min(double min) const;
-  Tensor clamp_max(double max) const;
-  // Elementwise max/min with broadcasting; NaN wins; at a tie each side gets half the gradient.
+  Tensor clamp_min(double min) const;  ///< clamp(min, std::nullopt)
+  Tensor clamp_max(double max) const;  ///< clamp(std::nullopt, max)
+  ///@{
+  /// Elementwise max/min with broadcasting; NaN wins; at a tie each side gets half the gradient.
   Tensor maximum(const Tensor& other) const;
   Tensor minimum(const Tensor& other) const;
-  // value where mask (bool, broadcast together with this tensor) is true; gradient where it is false.
+  ///@}
+  /// value where mask (bool, broadcast together with this tensor) is true; gradient where it is false.
   Tensor masked_fill(const Tensor& mask, double value) const;
-  // Comparisons to kBool with broadcasting, any dtypes (promoted: bool < int64 < float32 < float64);
-  // a scalar is rounded to a float tensor's dtype first. Also as the operators == != < <= > >=.
+  ///@{
+  /// Comparisons to kBool with broadcasting, any dtypes (promoted: bool < int64 < float32 < float64);
+  /// a scalar is rounded to a float tensor's dtype first. Also as the operators == != < <= > >=.
   Tensor eq(const Tensor& other) const;
   Tensor ne(const Tensor& other) const;
   Tensor lt(const Tensor& other) const;
@@ -142,19 +152,22 @@ class Tensor {
   Tensor le(double other) const;
   Tensor gt(double other) const;
   Tensor ge(double other) const;
-  // torch.var/torch.std(dim, correction=c, keepdim): divide by max(n - c, 0). Any number but a
-  // bool (a bool is `unbiased`, the overloads above): x.var({1}, 0, true) is the population variance.
+  ///@}
+  /// torch.var/torch.std(dim, correction=c, keepdim): divide by max(n - c, 0). Any number but a
+  /// bool (a bool is `unbiased`, the overloads above): x.var({1}, 0, true) is the population variance.
   template <typename Number>
     requires((std::integral<Number> || std::floating_point<Number>) && !std::same_as<Number, bool>)
   Tensor var(const std::vector<int64_t>& dims, Number correction, bool keepdim = false) const {
     return variance(dims, static_cast<double>(correction), keepdim, /*standard_deviation=*/false);
   }
-  Tensor std() const;  // of all elements, unbiased
+  Tensor std() const;  ///< of all elements, unbiased
+  /// x.std(false): the biased standard deviation of all elements (exactly bool, as var(Bool)).
   template <std::same_as<bool> Bool>
   Tensor std(Bool unbiased) const {
     return std(std::vector<int64_t>{}, unbiased, false);
   }
-  Tensor std(const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false) const;
+  Tensor std(const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false) const;  ///< over dims
+  /// The square root of var(dims, correction, keepdim).
   template <typename Number>
     requires((std::integral<Number> || std::floating_point<Number>) && !std::same_as<Number, bool>)
   Tensor std(const std::vector<int64_t>& dims, Number correction, bool keepdim = false) const {
@@ -166,38 +179,48 @@ class Tensor {
   Tensor variance(const std::vector<int64_t>& dims, double correction, bool keepdim, bool standard_deviation) const;
 
  public:
-  Tensor matmul(const Tensor& other) const;
-  Tensor reshape(const Shape& shape) const;  // one dim may be -1
-  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor matmul(const Tensor& other) const;  ///< tg::matmul(*this, other)
+  Tensor reshape(const Shape& shape) const;  ///< one dim may be -1
+  Tensor transpose(int64_t dim0, int64_t dim1) const;  ///< dims dim0 and dim1 swapped
 
   // --- softmax family, selection, joining and indexing (ops over one dim; PyTorch's semantics) ---
-  Tensor softmax(int64_t dim) const;      // exp(x) / Σ exp(x) along dim, max-shifted
-  Tensor log_softmax(int64_t dim) const;  // x − logsumexp(x) along dim
-  Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;  // no dims: all
-  // x.max(dim) and x.min(dim): the values and their int64 indices along dim (the first of ties),
-  // as torch.max(x, dim, keepdim): `auto [values, indices] = x.max(1);`. Defined below the class.
+  Tensor softmax(int64_t dim) const;      ///< exp(x) / Σ exp(x) along dim, max-shifted
+  Tensor log_softmax(int64_t dim) const;  ///< x − logsumexp(x) along dim
+  Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;  ///< no dims: all
   struct ValuesAndIndices;
+  ///@{
+  /// x.max(dim) and x.min(dim): the values and their int64 indices along dim (the first of ties),
+  /// as torch.max(x, dim, keepdim): `auto [values, indices] = x.max(1);`. Defined below the class.
   ValuesAndIndices max(int64_t dim, bool keepdim = false) const;
   ValuesAndIndices min(int64_t dim, bool keepdim = false) const;
-  Tensor max() const;  // of all elements, 0-d; the gradient is shared evenly among ties
+  ///@}
+  ///@{
+  Tensor max() const;  ///< of all elements, 0-d; the gradient is shared evenly among ties
   Tensor min() const;
-  Tensor argmax(int64_t dim, bool keepdim = false) const;  // int64
+  ///@}
+  ///@{
+  Tensor argmax(int64_t dim, bool keepdim = false) const;  ///< int64
   Tensor argmin(int64_t dim, bool keepdim = false) const;
-  Tensor argmax() const;  // into the flattened tensor, 0-d int64
+  ///@}
+  ///@{
+  Tensor argmax() const;  ///< into the flattened tensor, 0-d int64
   Tensor argmin() const;
-  // Pieces along dim: of split_size each (the last may be smaller), or of the given sizes ({2, 3}
-  // is a list of sizes), or `chunks` pieces as torch.chunk. Each piece is a new tensor.
+  ///@}
+  ///@{
+  /// Pieces along dim: of split_size each (the last may be smaller), or of the given sizes ({2, 3}
+  /// is a list of sizes), or `chunks` pieces as torch.chunk. Each piece is a new tensor.
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<Tensor> split(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
   std::vector<Tensor> split(std::initializer_list<int64_t> split_sizes, int64_t dim = 0) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
-  Tensor index_select(int64_t dim, const Tensor& index) const;  // index: int64 [n]
-  Tensor gather(int64_t dim, const Tensor& index) const;        // index: int64, x's number of dims
-  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;  // out of place
+  ///@}
+  Tensor index_select(int64_t dim, const Tensor& index) const;  ///< index: int64 [n]
+  Tensor gather(int64_t dim, const Tensor& index) const;        ///< index: int64, x's number of dims
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;  ///< out of place
 
-  // torch::Tensor::is_same: both handles refer to one tensor (not merely equal values).
+  /// torch::Tensor::is_same: both handles refer to one tensor (not merely equal values).
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
-  // How many handles refer to this tensor (0 for an undefined one), as torch::Tensor::use_count.
+  /// How many handles refer to this tensor (0 for an undefined one), as torch::Tensor::use_count.
   long use_count() const { return impl_.use_count(); }
 
  private:
@@ -206,31 +229,39 @@ class Tensor {
 };
 
 // --- creation ---
-Tensor empty(const Shape& shape, DType dtype = kFloat32);  // uninitialised values
-Tensor zeros(const Shape& shape, DType dtype = kFloat32);
-Tensor ones(const Shape& shape, DType dtype = kFloat32);
-Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
-// U[0, 1) and N(0, 1) from `generator`, or from the default generator when it is null or omitted.
+Tensor empty(const Shape& shape, DType dtype = kFloat32);  ///< uninitialised values
+Tensor zeros(const Shape& shape, DType dtype = kFloat32);               ///< filled with 0
+Tensor ones(const Shape& shape, DType dtype = kFloat32);                ///< filled with 1
+Tensor full(const Shape& shape, double value, DType dtype = kFloat32);  ///< filled with value
+///@{
+/// U[0, 1) and N(0, 1) from `generator`, or from the default generator when it is null or omitted.
 Tensor rand(const Shape& shape, DType dtype = kFloat32, Generator* generator = nullptr);
 Tensor rand(const Shape& shape, Generator& generator, DType dtype = kFloat32);
 Tensor randn(const Shape& shape, DType dtype = kFloat32, Generator* generator = nullptr);
 Tensor randn(const Shape& shape, Generator& generator, DType dtype = kFloat32);
-// Integers uniform in [low, high) (low = 0 when omitted), as torch.randint; int64 by default,
-// float32/float64 hold them exactly when |low|, |high| ≤ 2^digits.
+///@}
+///@{
+/// Integers uniform in [low, high) (low = 0 when omitted), as torch.randint; int64 by default,
+/// float32/float64 hold them exactly when |low|, |high| ≤ 2^digits.
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = kInt64, Generator* generator = nullptr);
 Tensor randint(int64_t high, const Shape& shape, DType dtype = kInt64, Generator* generator = nullptr);
-// A random permutation of 0, 1, ..., n − 1, as torch.randperm.
+///@}
+///@{
+/// A random permutation of 0, 1, ..., n − 1, as torch.randperm.
 Tensor randperm(int64_t n, DType dtype = kInt64, Generator* generator = nullptr);
 Tensor randperm(int64_t n, Generator& generator, DType dtype = kInt64);
-// values in row-major order; an empty shape means a 1-D tensor of values.size() elements. Converted
-// as .to() converts: tensor({1, 0, 2}, {}, kBool) is [true, false, true]; int64 values are exact up to 2^53.
+///@}
+/// values in row-major order; an empty shape means a 1-D tensor of values.size() elements. Converted
+/// as .to() converts: tensor({1, 0, 2}, {}, kBool) is [true, false, true]; int64 values are exact up to 2^53.
 Tensor tensor(const std::vector<double>& values, const Shape& shape = {}, DType dtype = kFloat32);
-Tensor scalar_tensor(double value, DType dtype = kFloat32);  // 0-d
-Tensor zeros_like(const Tensor& t);
-Tensor ones_like(const Tensor& t);
-Tensor full_like(const Tensor& t, double value);
+Tensor scalar_tensor(double value, DType dtype = kFloat32);  ///< 0-d
+Tensor zeros_like(const Tensor& t);                ///< zeros(t.shape(), t.dtype())
+Tensor ones_like(const Tensor& t);                 ///< ones(t.shape(), t.dtype())
+Tensor full_like(const Tensor& t, double value);   ///< full(t.shape(), value, t.dtype())
 
 // --- arithmetic with NumPy/PyTorch broadcasting; scalars take the tensor's dtype ---
+///@{
+/// a + b, a − b, a · b and a / b elementwise, with broadcasting; a scalar takes the tensor's dtype.
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
@@ -243,31 +274,44 @@ Tensor operator+(double a, const Tensor& b);
 Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
-Tensor operator-(const Tensor& a);
+///@}
+Tensor operator-(const Tensor& a);  ///< −a elementwise
 
-Tensor matmul(const Tensor& a, const Tensor& b);  // [.., M, K] x [K, N] -> [.., M, N]
+Tensor matmul(const Tensor& a, const Tensor& b);  ///< [.., M, K] x [K, N] -> [.., M, N]
 
 // --- softmax family, selection, joining and indexing (see the methods of the same names) ---
+/// What x.max(dim) and x.min(dim) return.
 struct Tensor::ValuesAndIndices {
-  Tensor values;
-  Tensor indices;  // int64
+  Tensor values;   ///< the largest (smallest) values along dim
+  Tensor indices;  ///< int64
 };
+///@{
+/// The Tensor method of the same name as a function: f(x, args...) is x.f(args...).
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
-// Joins tensors of one dtype whose shapes agree except in dim (cat), or agree fully (stack, which
-// adds dim). As in PyTorch, cat skips 1-D tensors of shape [0].
+///@}
+/// Joins tensors of one dtype whose shapes agree except in dim (cat), or agree fully (stack, which
+/// adds dim). As in PyTorch, cat skips 1-D tensors of shape [0].
+///@{
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+///@}
+///@{
+/// The Tensor method of the same name as a function: f(x, args...) is x.f(args...).
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, std::initializer_list<int64_t> split_sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
-// Indices are int64 in [0, size) (tg::Error naming the op, the index and the size otherwise).
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // x[..., index[k], ...]
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);  // out[c] = x[c, dim := index[c]]
-// x with src[c] added at x[c, dim := index[c]]; gradients flow to x and src.
+///@}
+/// Indices are int64 in [0, size) (tg::Error naming the op, the index and the size otherwise).
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  ///< x[..., index[k], ...]
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);  ///< out[c] = x[c, dim := index[c]]
+/// x with src[c] added at x[c, dim := index[c]]; gradients flow to x and src.
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+///@{
+/// The Tensor method of the same name as a function: f(x, args...) is x.f(args...), and
+/// f(a, b) is a.f(b).
 Tensor sqrt(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor exp(const Tensor& x);
@@ -281,15 +325,22 @@ Tensor abs(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
-// condition (bool) ? a : b elementwise, all three broadcast together; a and b promoted to one dtype.
+///@}
+/// condition (bool) ? a : b elementwise, all three broadcast together; a and b promoted to one dtype.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
-Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);  ///< x.masked_fill(mask, value)
+///@{
+/// The Tensor method of the same name as a function: f(a, b) is a.f(b).
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
+///@}
+///@{
+/// a == b is eq(a, b), and likewise != ne, < lt, <= le, > gt, >= ge; a scalar is rounded to the
+/// tensor's dtype first (a float tensor's).
 Tensor operator==(const Tensor& a, const Tensor& b);
 Tensor operator!=(const Tensor& a, const Tensor& b);
 Tensor operator<(const Tensor& a, const Tensor& b);
@@ -308,13 +359,14 @@ Tensor operator<(double a, const Tensor& b);
 Tensor operator<=(double a, const Tensor& b);
 Tensor operator>(double a, const Tensor& b);
 Tensor operator>=(double a, const Tensor& b);
+///@}
 
-// The shape that a and b broadcast to, or tg::Error naming `op` and both shapes.
+/// The shape that a and b broadcast to, or tg::Error naming `op` and both shapes.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadcast_shapes");
 
-// Prints like PyTorch: tensor([[ 0.1000, -1.2000]]), 4 decimals, aligned columns, the dtype when it
-// is not float32, and requires_grad / grad_fn like PyTorch does.
+/// Prints like PyTorch: tensor([[ 0.1000, -1.2000]]), 4 decimals, aligned columns, the dtype when it
+/// is not float32, and requires_grad / grad_fn like PyTorch does.
 std::ostream& operator<<(std::ostream& out, const Tensor& t);
-std::string to_string(const Shape& shape);  // "[2, 3]"
+std::string to_string(const Shape& shape);  ///< "[2, 3]"
 
 }  // namespace tg
