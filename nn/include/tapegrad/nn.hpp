@@ -1,10 +1,16 @@
-// tg::nn — modules, functional forms and losses.
-//
-//   tg::nn::Sequential model(tg::nn::Linear(5, 6), tg::nn::ReLU(), tg::nn::LayerNorm({6}));
-//   tg::Tensor loss = tg::nn::mse_loss(model(x), target);
-//   loss.backward();
-//   for (auto& [name, p] : model.named_parameters()) std::cout << name << p.grad() << '\n';
+/// @file
+/// tg::nn — modules, functional forms and losses.
+///
+/// @code
+///   tg::nn::Sequential model(tg::nn::Linear(5, 6), tg::nn::ReLU(), tg::nn::LayerNorm({6}));
+///   tg::Tensor loss = tg::nn::mse_loss(model(x), target);
+///   loss.backward();
+///   for (auto& [name, p] : model.named_parameters()) std::cout << name << p.grad() << '\n';
+/// @endcode
 #pragma once
+
+/// @namespace tg::nn
+/// Modules, functional forms and losses.
 
 #include "tapegrad/nn/activation.hpp"
 #include "tapegrad/nn/clip_grad.hpp"

@@ -1,8 +1,11 @@
-// tg::nn::Embedding — a lookup table of num_embeddings rows of embedding_dim values.
-//
-//   tg::nn::Embedding embed(1000, 64);                    // nn.Embedding(1000, 64)
-//   tg::nn::Embedding padded(1000, 64, {.padding_idx = 0});  // nn.Embedding(1000, 64, padding_idx=0)
-//   tg::Tensor vectors = embed(tokens);                   // int64 [B, S] -> [B, S, 64]
+/// @file
+/// tg::nn::Embedding — a lookup table of num_embeddings rows of embedding_dim values.
+///
+/// @code
+///   tg::nn::Embedding embed(1000, 64);                    // nn.Embedding(1000, 64)
+///   tg::nn::Embedding padded(1000, 64, {.padding_idx = 0});  // nn.Embedding(1000, 64, padding_idx=0)
+///   tg::Tensor vectors = embed(tokens);                   // int64 [B, S] -> [B, S, 64]
+/// @endcode
 #pragma once
 
 #include <cstdint>
@@ -12,28 +15,29 @@
 
 namespace tg::nn {
 
-// The optional arguments, by libtorch's names (torch::nn::EmbeddingOptions).
+/// The optional arguments, by libtorch's names (torch::nn::EmbeddingOptions).
 struct EmbeddingOptions {
-  // A row whose gradient is always zero and whose initial values are zeros ("padding" tokens);
-  // negative counts from the end, as in PyTorch.
+  /// A row whose gradient is always zero and whose initial values are zeros ("padding" tokens);
+  /// negative counts from the end, as in PyTorch.
   std::optional<int64_t> padding_idx = std::nullopt;
-  // Where the initial N(0, 1) values come from; the default generator (tg::manual_seed) when null.
+  /// Where the initial N(0, 1) values come from; the default generator (tg::manual_seed) when null.
   Generator* generator = nullptr;
 };
 
+/// A lookup table: row i of weight is the vector of index i (nn.Embedding).
 class Embedding : public Module {
  public:
-  // weight [num_embeddings, embedding_dim] from N(0, 1) (PyTorch's normal_, the same values for
-  // the same seed), then the padding row, if any, zeroed.
+  /// weight [num_embeddings, embedding_dim] from N(0, 1) (PyTorch's normal_, the same values for
+  /// the same seed), then the padding row, if any, zeroed.
   Embedding(int64_t num_embeddings, int64_t embedding_dim, EmbeddingOptions options = {});
 
-  Tensor forward(const Tensor& indices) override;  // int64 indices of any shape [...] -> [..., embedding_dim]
+  Tensor forward(const Tensor& indices) override;  ///< int64 indices of any shape [...] -> [..., embedding_dim]
   void members(Members& m) override;
 
-  Parameter weight;  // [num_embeddings, embedding_dim]
-  int64_t num_embeddings;
-  int64_t embedding_dim;
-  std::optional<int64_t> padding_idx;  // in [0, num_embeddings) once constructed
+  Parameter weight;  ///< [num_embeddings, embedding_dim]
+  int64_t num_embeddings;  ///< rows of the table
+  int64_t embedding_dim;   ///< values per row
+  std::optional<int64_t> padding_idx;  ///< in [0, num_embeddings) once constructed
 };
 
 }  // namespace tg::nn

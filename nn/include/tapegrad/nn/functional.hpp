@@ -1,11 +1,14 @@
-// tg::nn::functional — the fused kernels behind the modules, one tape node each.
-//
-//   namespace F = tg::nn::functional;
-//   tg::Tensor h = F::relu(F::linear(x, w, b));
-//   tg::Tensor y = F::layer_norm(h, {6}, gamma, beta, 1e-5);
-//
-// Modules call exactly these functions. Every argument is validated here and a tg::Error names
-// the function and the offending shapes; an undefined tensor means "absent" where a default is {}.
+/// @file
+/// tg::nn::functional — the fused kernels behind the modules, one tape node each.
+///
+/// @code
+///   namespace F = tg::nn::functional;
+///   tg::Tensor h = F::relu(F::linear(x, w, b));
+///   tg::Tensor y = F::layer_norm(h, {6}, gamma, beta, 1e-5);
+/// @endcode
+///
+/// Modules call exactly these functions. Every argument is validated here and a tg::Error names
+/// the function and the offending shapes; an undefined tensor means "absent" where a default is {}.
 #pragma once
 
 #include <cstdint>
@@ -15,39 +18,42 @@
 #include "tapegrad/nn/loss.hpp"
 #include "tapegrad/tensor.hpp"
 
+/// The fused kernels behind the modules as functions, one tape node each (torch.nn.functional).
 namespace tg::nn::functional {
 
-// x: [..., in], weight: [out, in], bias: [out] or absent -> [..., out]   (node LinearBackward)
+/// x: [..., in], weight: [out, in], bias: [out] or absent -> [..., out]   (node LinearBackward)
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
-// max(x, 0); the backward masks by the saved output   (node ReluBackward)
+/// max(x, 0); the backward masks by the saved output   (node ReluBackward)
 Tensor relu(const Tensor& x);
-// x Φ(x): approximate "none" (erf) or "tanh"; one fused pass forward and backward   (node GeluBackward)
+/// x Φ(x): approximate "none" (erf) or "tanh"; one fused pass forward and backward   (node GeluBackward)
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
-Tensor tanh(const Tensor& x);     // backward from the saved output: g (1 − y²)   (node TanhBackward)
-Tensor sigmoid(const Tensor& x);  // backward from the saved output: g (1 − y) y   (node SigmoidBackward)
-// In training, zeroes each element with probability p and scales the others by 1/(1 − p), with
-// PyTorch's mask for the same seed (`generator`, or the default one when null); identity when not
-// training or p = 0, zeros when p = 1. The backward multiplies by the saved mask   (DropoutBackward)
+Tensor tanh(const Tensor& x);     ///< backward from the saved output: g (1 − y²)   (node TanhBackward)
+Tensor sigmoid(const Tensor& x);  ///< backward from the saved output: g (1 − y) y   (node SigmoidBackward)
+/// In training, zeroes each element with probability p and scales the others by 1/(1 − p), with
+/// PyTorch's mask for the same seed (`generator`, or the default one when null); identity when not
+/// training or p = 0, zeros when p = 1. The backward multiplies by the saved mask   (DropoutBackward)
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, Generator* generator = nullptr);
 
-// x: [..., *normalized_shape]; weight/bias: normalized_shape or absent   (node LayerNormBackward)
+/// x: [..., *normalized_shape]; weight/bias: normalized_shape or absent   (node LayerNormBackward)
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 
-// x: [..., *normalized_shape]; weight: normalized_shape or absent; eps unset: the dtype's machine
-// epsilon, as torch.nn.functional.rms_norm   (node RmsNormBackward)
+/// x: [..., *normalized_shape]; weight: normalized_shape or absent; eps unset: the dtype's machine
+/// epsilon, as torch.nn.functional.rms_norm   (node RmsNormBackward)
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                 std::optional<double> eps = std::nullopt);
 
-// The softmax family along dim, as x.softmax(dim) and x.log_softmax(dim)   (SoftmaxBackward, LogSoftmaxBackward)
+///@{
+/// The softmax family along dim, as x.softmax(dim) and x.log_softmax(dim)   (SoftmaxBackward, LogSoftmaxBackward)
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
-// indices: int64 [...], weight: [num_embeddings, embedding_dim] -> [..., embedding_dim]; the
-// weight's gradient gets no contribution at padding_idx (negative counts from the end)   (EmbeddingBackward)
+///@}
+/// indices: int64 [...], weight: [num_embeddings, embedding_dim] -> [..., embedding_dim]; the
+/// weight's gradient gets no contribution at padding_idx (negative counts from the end)   (EmbeddingBackward)
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
 
-// The losses of loss.hpp (tg::nn::cross_entropy, ...), under their F:: names as well.
+/// The losses of loss.hpp (tg::nn::cross_entropy, ...), under their F:: names as well.
 using tg::nn::binary_cross_entropy;
 using tg::nn::binary_cross_entropy_with_logits;
 using tg::nn::cross_entropy;

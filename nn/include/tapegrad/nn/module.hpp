@@ -1,19 +1,22 @@
-// tg::nn::Module and tg::nn::Parameter — the building blocks of every model.
-//
-// A module owns named parameters and named child modules and declares both in one override,
-// `members`, which every generic operation (parameters(), named_parameters(), zero_grad(), to(),
-// train()) walks recursively with PyTorch's dotted names ("lin.weight", "0.bias"):
-//
-//   struct Block : tg::nn::Module {
-//     tg::nn::Linear lin{4, 8};
-//     tg::nn::LayerNorm ln{{8}};
-//     void members(tg::nn::Members& m) override { m.module("lin", lin); m.module("ln", ln); }
-//     tg::Tensor forward(const tg::Tensor& x) override { return ln(lin(x)); }
-//   };
-//
-// Nothing is registered by pointer, so modules stay plain values that can be copied and moved
-// (into a Sequential, say). A copy shares its parameters' tensors with the original, as a copied
-// torch::nn::ModuleHolder does.
+/// @file
+/// tg::nn::Module and tg::nn::Parameter — the building blocks of every model.
+///
+/// A module owns named parameters and named child modules and declares both in one override,
+/// `members`, which every generic operation (parameters(), named_parameters(), zero_grad(), to(),
+/// train()) walks recursively with PyTorch's dotted names ("lin.weight", "0.bias"):
+///
+/// @code
+///   struct Block : tg::nn::Module {
+///     tg::nn::Linear lin{4, 8};
+///     tg::nn::LayerNorm ln{{8}};
+///     void members(tg::nn::Members& m) override { m.module("lin", lin); m.module("ln", ln); }
+///     tg::Tensor forward(const tg::Tensor& x) override { return ln(lin(x)); }
+///   };
+/// @endcode
+///
+/// Nothing is registered by pointer, so modules stay plain values that can be copied and moved
+/// (into a Sequential, say). A copy shares its parameters' tensors with the original, as a copied
+/// torch::nn::ModuleHolder does.
 #pragma once
 
 #include <functional>
@@ -29,35 +32,37 @@ namespace tg::nn {
 class Members;
 class Module;
 
-// A parameter slot of a module: a leaf tensor that requires grad and whose identity never changes.
-//
-// Assigning a tensor to a parameter copies the new values INTO the existing storage (same shape
-// and dtype, else tg::Error), so the module, the handles returned by parameters() and an
-// optimizer built from them all keep seeing the same tensor:
-//
-//   tg::Tensor w = lin.weight;              // a handle, like optimizer.params[0]
-//   lin.weight = tg::zeros({6, 5});         // copies zeros into lin.weight's storage
-//   // w, lin.parameters()[0] and the optimizer now all read zeros
-//
-// This is the libtorch pitfall (`lin->weight = t` silently detaching the parameter from the
-// module and the optimizer) made impossible. The one operation that does replace the tensor is
-// Module::to(dtype), because a new dtype needs new storage: build optimizers after calling
-// to(), as in PyTorch. (Assigning through a `tg::Tensor&` that refers to a Parameter rebinds
-// the handle like any Tensor assignment; don't.)
+/// A parameter slot of a module: a leaf tensor that requires grad and whose identity never changes.
+///
+/// Assigning a tensor to a parameter copies the new values INTO the existing storage (same shape
+/// and dtype, else tg::Error), so the module, the handles returned by parameters() and an
+/// optimizer built from them all keep seeing the same tensor:
+///
+/// @code
+///   tg::Tensor w = lin.weight;              // a handle, like optimizer.params[0]
+///   lin.weight = tg::zeros({6, 5});         // copies zeros into lin.weight's storage
+///   // w, lin.parameters()[0] and the optimizer now all read zeros
+/// @endcode
+///
+/// This is the libtorch pitfall (`lin->weight = t` silently detaching the parameter from the
+/// module and the optimizer) made impossible. The one operation that does replace the tensor is
+/// Module::to(dtype), because a new dtype needs new storage: build optimizers after calling
+/// to(), as in PyTorch. (Assigning through a `tg::Tensor&` that refers to a Parameter rebinds
+/// the handle like any Tensor assignment; don't.)
 class Parameter : public Tensor {
  public:
-  Parameter() = default;  // an absent parameter (Linear's bias with bias = false)
-  // `name` labels the slot in error messages ("Linear.weight"); an undefined `value` makes an
-  // absent parameter. A defined value becomes a leaf that requires grad (sharing its storage).
+  Parameter() = default;  ///< an absent parameter (Linear's bias with bias = false)
+  /// `name` labels the slot in error messages ("Linear.weight"); an undefined `value` makes an
+  /// absent parameter. A defined value becomes a leaf that requires grad (sharing its storage).
   Parameter(std::string name, const Tensor& value);
-  Parameter(const Parameter&) = default;  // shares the tensor: a copied module shares parameters
-  Parameter(Parameter&&) = default;
+  Parameter(const Parameter&) = default;  ///< shares the tensor: a copied module shares parameters
+  Parameter(Parameter&&) = default;  ///< takes over the slot
   ~Parameter() = default;
 
-  Parameter& operator=(const Tensor& values);  // copies values in; see above
-  Parameter& operator=(const Parameter& values) { return *this = static_cast<const Tensor&>(values); }
+  Parameter& operator=(const Tensor& values);  ///< copies values in; see above
+  Parameter& operator=(const Parameter& values) { return *this = static_cast<const Tensor&>(values); }  ///< copies values in
 
-  const std::string& label() const { return label_; }
+  const std::string& label() const { return label_; }  ///< the slot's name in errors ("Linear.weight")
 
  private:
   friend class Module;
@@ -66,12 +71,12 @@ class Parameter : public Tensor {
   std::string label_;
 };
 
-// The visitor a module declares its members to (see Module::members). Users only call its two
-// functions; the walks behind parameters(), to(), train()... are internal.
+/// The visitor a module declares its members to (see Module::members). Users only call its two
+/// functions; the walks behind parameters(), to(), train()... are internal.
 class Members {
  public:
-  void parameter(const std::string& name, Parameter& parameter);
-  void module(const std::string& name, Module& child);
+  void parameter(const std::string& name, Parameter& parameter);  ///< declares a parameter of this module
+  void module(const std::string& name, Module& child);            ///< declares a child module
 
   struct Visitor;  // defined in module.cpp
 
@@ -86,52 +91,55 @@ namespace detail {
 struct ModuleHooks;  // module.cpp
 }
 
-// A hook run before forward: returns a replacement input, or an undefined Tensor to keep it.
+/// A hook run before forward: returns a replacement input, or an undefined Tensor to keep it.
 using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
-// A hook run after forward: returns a replacement output, or an undefined Tensor to keep it.
+/// A hook run after forward: returns a replacement output, or an undefined Tensor to keep it.
 using ForwardHook = std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
 
+/// The base of every model and layer: named parameters, named children and a forward (module.hpp).
 class Module {
  public:
   Module() = default;
-  Module(const Module&) = default;  // shares the parameters and the hooks
-  Module(Module&&) = default;
-  // Assigning a module copies parameter values into this module's parameters (see Parameter).
-  // Both must declare the same parameters (names, presence, shapes, dtypes); this is checked for
-  // the whole tree before anything is copied, so a refused assignment changes nothing. Hooks stay.
+  Module(const Module&) = default;  ///< shares the parameters and the hooks
+  Module(Module&&) = default;       ///< takes over the parameters and the hooks
+  /// Assigning a module copies parameter values into this module's parameters (see Parameter).
+  /// Both must declare the same parameters (names, presence, shapes, dtypes); this is checked for
+  /// the whole tree before anything is copied, so a refused assignment changes nothing. Hooks stay.
   Module& operator=(const Module& other);
-  Module& operator=(Module&& other) { return *this = static_cast<const Module&>(other); }
+  Module& operator=(Module&& other) { return *this = static_cast<const Module&>(other); }  ///< as the copy assignment
   virtual ~Module() = default;
 
-  virtual Tensor forward(const Tensor& x) = 0;
-  // forward(x) between the forward-pre hooks and the forward hooks.
+  virtual Tensor forward(const Tensor& x) = 0;  ///< the module's computation; call it through operator()
+  /// forward(x) between the forward-pre hooks and the forward hooks.
   Tensor operator()(const Tensor& x);
 
-  // torch.nn.Module.register_forward_pre_hook / register_forward_hook: hooks run in the order they
-  // were registered, on the calling thread. Copies of a module share its hooks.
+  /// torch.nn.Module.register_forward_pre_hook / register_forward_hook: hooks run in the order they
+  /// were registered, on the calling thread. Copies of a module share its hooks.
+  ///@{
   HookHandle register_forward_pre_hook(ForwardPreHook hook);
   HookHandle register_forward_hook(ForwardHook hook);
+  ///@}
 
-  // Declares this module's parameters and children, in order: m.parameter("weight", weight);
-  // m.module("lin", lin). Absent (undefined) parameters are skipped by every walk.
+  /// Declares this module's parameters and children, in order: m.parameter("weight", weight);
+  /// m.module("lin", lin). Absent (undefined) parameters are skipped by every walk.
   virtual void members(Members& m);
 
-  std::vector<Tensor> parameters();  // handles sharing the parameters' storage and grad
-  std::vector<std::pair<std::string, Tensor>> named_parameters();  // "0.weight", "ln.bias", ...
-  void zero_grad();  // every parameter's grad becomes undefined (PyTorch 2's set_to_none)
-  // Converts every parameter (and its grad) to `dtype`. This replaces the parameters' tensors:
-  // create optimizers after calling it.
+  std::vector<Tensor> parameters();  ///< handles sharing the parameters' storage and grad
+  std::vector<std::pair<std::string, Tensor>> named_parameters();  ///< "0.weight", "ln.bias", ...
+  void zero_grad();  ///< every parameter's grad becomes undefined (PyTorch 2's set_to_none)
+  /// Converts every parameter (and its grad) to `dtype`. This replaces the parameters' tensors:
+  /// create optimizers after calling it.
   Module& to(DType dtype);
-  Module& train(bool on = true);  // this module and all its descendants
-  Module& eval() { return train(false); }
-  bool is_training() const { return training_; }
+  Module& train(bool on = true);  ///< this module and all its descendants
+  Module& eval() { return train(false); }  ///< train(false)
+  bool is_training() const { return training_; }  ///< set by train() and eval(); true at construction
 
-  // True when `module` is this module or one of its descendants.
+  /// True when `module` is this module or one of its descendants.
   bool contains(const Module& module);
 
  protected:
-  // Whether assignment copies parameter values (and so needs both trees to match). Sequential
-  // assignment shares the other's children instead.
+  /// Whether assignment copies parameter values (and so needs both trees to match). Sequential
+  /// assignment shares the other's children instead.
   virtual bool assigns_parameter_values() const { return true; }
 
  private:
