@@ -1,5 +1,9 @@
-// tg::optim — optimizers and learning-rate schedules.
+/// @file
+/// tg::optim — optimizers and learning-rate schedules.
 #pragma once
+
+/// @namespace tg::optim
+/// Optimizers and learning-rate schedules.
 
 #include "tapegrad/optim/adagrad.hpp"
 #include "tapegrad/optim/adam.hpp"

@@ -1,15 +1,20 @@
-// tg::optim::Adagrad — per-coordinate step sizes from the sum of all squared gradients, exactly
-// torch.optim.Adagrad's single-tensor update (PyTorch 1.13), step t counted per parameter:
-//
-//   g = maximize ? -grad : grad
-//   g = g + weight_decay * p
-//   clr = lr / (1 + (t - 1) * lr_decay)
-//   sum = sum + g * g              state "sum", starting at initial_accumulator_value
-//   p = p - clr * g / (sqrt(sum) + eps)
-//
-//   tg::optim::Adagrad opt(model.parameters(), {.lr = 0.1, .initial_accumulator_value = 0.1});
-//
-// One fused pass over memory per parameter; the stored gradient is never modified.
+/// @file
+/// tg::optim::Adagrad — per-coordinate step sizes from the sum of all squared gradients, exactly
+/// torch.optim.Adagrad's single-tensor update (PyTorch 1.13), step t counted per parameter:
+///
+/// @code
+///   g = maximize ? -grad : grad
+///   g = g + weight_decay * p
+///   clr = lr / (1 + (t - 1) * lr_decay)
+///   sum = sum + g * g              state "sum", starting at initial_accumulator_value
+///   p = p - clr * g / (sqrt(sum) + eps)
+/// @endcode
+///
+/// @code
+///   tg::optim::Adagrad opt(model.parameters(), {.lr = 0.1, .initial_accumulator_value = 0.1});
+/// @endcode
+///
+/// One fused pass over memory per parameter; the stored gradient is never modified.
 #pragma once
 
 #include <string>
@@ -19,20 +24,21 @@
 
 namespace tg::optim {
 
-// Declared in PyTorch's keyword order, so that designated initialisers read like its arguments.
+/// Declared in PyTorch's keyword order, so that designated initialisers read like its arguments.
 struct AdagradOptions {
-  double lr = 1e-2;
-  double lr_decay = 0.0;  // the lr of step t is lr / (1 + (t - 1) * lr_decay)
-  double weight_decay = 0.0;
-  double initial_accumulator_value = 0.0;
-  double eps = 1e-10;
-  bool maximize = false;
+  double lr = 1e-2;  ///< the learning rate
+  double lr_decay = 0.0;  ///< the lr of step t is lr / (1 + (t - 1) * lr_decay)
+  double weight_decay = 0.0;               ///< L2 penalty, added to the gradient
+  double initial_accumulator_value = 0.0;  ///< where each state "sum" starts
+  double eps = 1e-10;                      ///< added to the denominator sqrt(sum)
+  bool maximize = false;                   ///< ascend the objective instead of descending it
 };
 
+/// Adagrad, as torch.optim.Adagrad (adagrad.hpp).
 class Adagrad : public OptimizerWithOptions<AdagradOptions> {
  public:
-  // Rejects what PyTorch rejects — any option < 0 — and NaN or an infinity, with a tg::Error naming
-  // the option and the value.
+  /// Rejects what PyTorch rejects — any option < 0 — and NaN or an infinity, with a tg::Error naming
+  /// the option and the value.
   Adagrad(std::vector<Tensor> params, AdagradOptions options = {});
 
  private:

@@ -1,15 +1,18 @@
-// tg::optim::Optimizer — the protocol every optimizer implements, modelled on torch.optim.Optimizer:
-// parameter groups with their own hyper-parameters, per-parameter state, zero_grad and step, and a
-// state dict in PyTorch's layout that checkpoints store.
-//
-//   tg::optim::SGD opt(body.parameters(), {.lr = 0.1, .momentum = 0.9});
-//   opt.add_param_group(head.parameters(), {.lr = 0.01, .momentum = 0.9});  // its own options
-//   opt.zero_grad();   // every parameter's grad becomes undefined
-//   loss.backward();   // ... and is created afresh by the backward pass
-//   opt.step();        // parameters whose grad is still undefined are skipped
-//   tg::optim::OptimizerStateDict state = opt.state_dict();
-//
-// Updates run outside the tape: they write parameter storage directly, so no NoGradGuard is needed.
+/// @file
+/// tg::optim::Optimizer — the protocol every optimizer implements, modelled on torch.optim.Optimizer:
+/// parameter groups with their own hyper-parameters, per-parameter state, zero_grad and step, and a
+/// state dict in PyTorch's layout that checkpoints store.
+///
+/// @code
+///   tg::optim::SGD opt(body.parameters(), {.lr = 0.1, .momentum = 0.9});
+///   opt.add_param_group(head.parameters(), {.lr = 0.01, .momentum = 0.9});  // its own options
+///   opt.zero_grad();   // every parameter's grad becomes undefined
+///   loss.backward();   // ... and is created afresh by the backward pass
+///   opt.step();        // parameters whose grad is still undefined are skipped
+///   tg::optim::OptimizerStateDict state = opt.state_dict();
+/// @endcode
+///
+/// Updates run outside the tape: they write parameter storage directly, so no NoGradGuard is needed.
 #pragma once
 
 #include <cstdint>
@@ -24,114 +27,117 @@
 
 namespace tg::optim {
 
-// A hyper-parameter as PyTorch's param_groups hold it: a number (lr, momentum), a flag (nesterov)
-// or a tuple of numbers (Adam's betas).
+/// A hyper-parameter as PyTorch's param_groups hold it: a number (lr, momentum), a flag (nesterov)
+/// or a tuple of numbers (Adam's betas).
 using OptionValue = std::variant<double, bool, std::vector<double>>;
-using OptionValues = std::map<std::string, OptionValue>;
+using OptionValues = std::map<std::string, OptionValue>;  ///< a group's hyper-parameters by PyTorch's names
 
-// The named state tensors of one parameter (SGD: "momentum_buffer"), each of its parameter's shape
-// and dtype, except "step" (kStepState).
+/// The named state tensors of one parameter (SGD: "momentum_buffer"), each of its parameter's shape
+/// and dtype, except "step" (kStepState).
 using ParamState = std::map<std::string, Tensor>;
 
-// The state "step" of Adam, AdamW, RMSprop and Adagrad: how many updates this parameter received,
-// a 0-d float64 tensor (PyTorch keeps a float32 one, which stops counting at 2^24 steps).
+/// The state "step" of Adam, AdamW, RMSprop and Adagrad: how many updates this parameter received,
+/// a 0-d float64 tensor (PyTorch keeps a float32 one, which stops counting at 2^24 steps).
 inline constexpr const char* kStepState = "step";
 
-// One entry of state_dict().param_groups: the group's hyper-parameters by PyTorch's names and its
-// parameters as indices into Optimizer::parameters().
+/// One entry of state_dict().param_groups: the group's hyper-parameters by PyTorch's names and its
+/// parameters as indices into Optimizer::parameters().
 struct ParamGroupState {
-  OptionValues options;
-  std::vector<int64_t> params;
+  OptionValues options;         ///< "lr", "momentum", ...
+  std::vector<int64_t> params;  ///< indices into Optimizer::parameters()
 };
 
-// optimizer.state_dict() in PyTorch's layout: {"state": {index: {name: tensor}}, "param_groups":
-// [{options..., "params": [indices]}]}, plus tapegrad's step count.
+/// optimizer.state_dict() in PyTorch's layout: {"state": {index: {name: tensor}}, "param_groups":
+/// [{options..., "params": [indices]}]}, plus tapegrad's step count.
 struct OptimizerStateDict {
-  std::map<int64_t, ParamState> state;  // parameters without state yet have no entry
-  std::vector<ParamGroupState> param_groups;
-  int64_t step_count = 0;
+  std::map<int64_t, ParamState> state;  ///< parameters without state yet have no entry
+  std::vector<ParamGroupState> param_groups;  ///< one per parameter group
+  int64_t step_count = 0;                     ///< calls to step() so far
 };
 
+/// The base of every optimizer: parameter groups, per-parameter state, step() and state dicts.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // Not copyable (so not movable either): a copy would share parameters and optimizer state with
-  // the original, and schedulers keep a reference to the optimizer they drive.
+  /// Not copyable (so not movable either): a copy would share parameters and optimizer state with
+  /// the original, and schedulers keep a reference to the optimizer they drive.
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // The optimizer's class name, as errors and checkpoints give it ("SGD").
+  /// The optimizer's class name, as errors and checkpoints give it ("SGD").
   const char* name() const { return name_; }
 
-  // One update of every parameter whose grad is defined, group by group. Every grad is checked
-  // first (its parameter's dtype and shape), so that a bad one leaves every parameter as it was.
+  /// One update of every parameter whose grad is defined, group by group. Every grad is checked
+  /// first (its parameter's dtype and shape), so that a bad one leaves every parameter as it was.
   void step();
-  // Sets every parameter's grad to undefined (PyTorch 2's zero_grad(set_to_none=True)): the next
-  // backward then writes a fresh gradient instead of adding into a zeroed one.
+  /// Sets every parameter's grad to undefined (PyTorch 2's zero_grad(set_to_none=True)): the next
+  /// backward then writes a fresh gradient instead of adding into a zeroed one.
   void zero_grad();
 
-  size_t param_group_count() const { return group_sizes_.size(); }
-  // Every parameter, group after group: index i here is index i of state_dict().
+  size_t param_group_count() const { return group_sizes_.size(); }  ///< the number of parameter groups
+  /// Every parameter, group after group: index i here is index i of state_dict().
   const std::vector<Tensor>& parameters() const { return params_; }
-  // The parameters of one group, in the order they were given.
+  /// The parameters of one group, in the order they were given.
   std::vector<Tensor> group_parameters(size_t group) const;
 
-  double lr(size_t group = 0) const;
-  void set_lr(double lr);                // every group: what learning-rate schedulers call
-  void set_lr(size_t group, double lr);  // lr must be finite and >= 0
+  double lr(size_t group = 0) const;  ///< the learning rate of `group`
+  void set_lr(double lr);                ///< every group: what learning-rate schedulers call
+  void set_lr(size_t group, double lr);  ///< lr must be finite and >= 0
 
-  // PyTorch's group["initial_lr"]: the lr a group had when the first learning-rate scheduler was
-  // built on it, which every scheduler of the group then starts from (its base_lr), however the
-  // schedulers built before it changed the lr. Unset until then (OneCycleLR sets its own). It is
-  // one of the group's options in state_dict() once set, as in PyTorch's param_groups.
+  /// PyTorch's group["initial_lr"]: the lr a group had when the first learning-rate scheduler was
+  /// built on it, which every scheduler of the group then starts from (its base_lr), however the
+  /// schedulers built before it changed the lr. Unset until then (OneCycleLR sets its own). It is
+  /// one of the group's options in state_dict() once set, as in PyTorch's param_groups.
   std::optional<double> initial_lr(size_t group) const;
-  void set_initial_lr(size_t group, double lr);  // lr must be finite and >= 0
+  void set_initial_lr(size_t group, double lr);  ///< lr must be finite and >= 0
 
-  // The momentum that cyclic schedules (OneCycleLR) drive, as PyTorch's reads it: the group's
-  // "momentum" (SGD, RMSprop) or the first of its "betas" (Adam, AdamW). has_momentum() is false
-  // for an optimizer with neither (Adagrad); the others then throw tg::Error.
+  /// The momentum that cyclic schedules (OneCycleLR) drive, as PyTorch's reads it: the group's
+  /// "momentum" (SGD, RMSprop) or the first of its "betas" (Adam, AdamW). has_momentum() is false
+  /// for an optimizer with neither (Adagrad); the others then throw tg::Error.
+  ///@{
   bool has_momentum() const;
   double momentum(size_t group) const;
-  void set_momentum(size_t group, double momentum);  // validated like the group's other options
+  ///@}
+  void set_momentum(size_t group, double momentum);  ///< validated like the group's other options
 
-  int64_t step_count() const { return step_count_; }  // calls to step() so far
-  // The state of parameter `index` of parameters(): empty until its first update. These are the
-  // live tensors: clone them to keep a snapshot.
+  int64_t step_count() const { return step_count_; }  ///< calls to step() so far
+  /// The state of parameter `index` of parameters(): empty until its first update. These are the
+  /// live tensors: clone them to keep a snapshot.
   const ParamState& state(size_t index) const;
 
-  // The live state (as PyTorch's, the tensors are not copies) and every group's hyper-parameters.
+  /// The live state (as PyTorch's, the tensors are not copies) and every group's hyper-parameters.
   OptimizerStateDict state_dict() const;
-  // Throws tg::Error saying what does not fit this optimizer — the number of groups and of their
-  // parameters, an index no group lists, an unknown state name, a shape, an option missing,
-  // unknown, of the wrong type or invalid — and changes nothing then.
+  /// Throws tg::Error saying what does not fit this optimizer — the number of groups and of their
+  /// parameters, an index no group lists, an unknown state name, a shape, an option missing,
+  /// unknown, of the wrong type or invalid — and changes nothing then.
   void check_state_dict(const OptimizerStateDict& state_dict) const;
-  // check_state_dict, then installs copies of the state tensors (converted to each parameter's
-  // dtype, as PyTorch's load_state_dict does), the options and the step count. Parameters are
-  // matched by position in their group, as PyTorch does.
+  /// check_state_dict, then installs copies of the state tensors (converted to each parameter's
+  /// dtype, as PyTorch's load_state_dict does), the options and the step count. Parameters are
+  /// matched by position in their group, as PyTorch does.
   void load_state_dict(const OptimizerStateDict& state_dict);
 
  protected:
-  // Starts the first group; `name` ("SGD") names the optimizer in errors.
+  /// Starts the first group; `name` ("SGD") names the optimizer in errors.
   Optimizer(const char* name, std::vector<Tensor> params);
 
-  // Appends a group, after checking its parameters: a non-empty list, each defined, a leaf,
-  // requiring grad, and in no group yet (a parameter listed twice would be updated twice per step).
-  // The derived class checks the group's options before and stores them after.
+  /// Appends a group, after checking its parameters: a non-empty list, each defined, a leaf,
+  /// requiring grad, and in no group yet (a parameter listed twice would be updated twice per step).
+  /// The derived class checks the group's options before and stores them after.
   void add_group(std::vector<Tensor> params);
 
-  // The update of one parameter of `group` whose grad is defined, of its dtype and shape.
+  /// The update of one parameter of `group` whose grad is defined, of its dtype and shape.
   virtual void update(size_t group, Tensor& param, const Tensor& grad, ParamState& state) = 0;
 
-  // The hyper-parameters of `group` by PyTorch's names ("lr", "momentum", "nesterov", ...).
+  /// The hyper-parameters of `group` by PyTorch's names ("lr", "momentum", "nesterov", ...).
   virtual OptionValues group_options(size_t group) const = 0;
-  // Throws tg::Error unless `options` holds exactly this optimizer's hyper-parameters, each of the
-  // right type and valid.
+  /// Throws tg::Error unless `options` holds exactly this optimizer's hyper-parameters, each of the
+  /// right type and valid.
   virtual void check_group_options(const OptionValues& options) const = 0;
-  // Installs options that check_group_options accepted.
+  /// Installs options that check_group_options accepted.
   virtual void set_group_options(size_t group, const OptionValues& options) = 0;
-  virtual double group_lr(size_t group) const = 0;
-  virtual void set_group_lr(size_t group, double lr) = 0;  // lr already checked
-  // The names of the per-parameter state this optimizer keeps ("momentum_buffer").
+  virtual double group_lr(size_t group) const = 0;  ///< the lr of `group`
+  virtual void set_group_lr(size_t group, double lr) = 0;  ///< lr already checked
+  /// The names of the per-parameter state this optimizer keeps ("momentum_buffer").
   virtual std::vector<std::string> state_names() const = 0;
 
  private:
@@ -143,41 +149,41 @@ class Optimizer {
   int64_t step_count_ = 0;
 };
 
-// The part of every optimizer that only depends on its options struct: the groups' options, typed,
-// and add_param_group. Options must have an `lr`; the derived class validates and names them.
+/// The part of every optimizer that only depends on its options struct: the groups' options, typed,
+/// and add_param_group. Options must have an `lr`; the derived class validates and names them.
 template <typename Options>
 class OptimizerWithOptions : public Optimizer {
  public:
-  // A new group with its own options (PyTorch: optimizer.add_param_group({"params": ..., "lr": ...})),
-  // or with the constructor's. Its parameters must be in no group yet.
+  /// A new group with its own options (PyTorch: optimizer.add_param_group({"params": ..., "lr": ...})),
+  /// or with the constructor's. Its parameters must be in no group yet.
   void add_param_group(std::vector<Tensor> params, Options options) {
     check_options(options);
     add_group(std::move(params));
     group_options_.push_back(options);
   }
-  void add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }
+  void add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }  ///< with the constructor's options
 
-  const Options& defaults() const { return defaults_; }
-  const Options& options(size_t group = 0) const {
+  const Options& defaults() const { return defaults_; }  ///< the constructor's options
+  const Options& options(size_t group = 0) const {  ///< the options of `group`
     check_group_index(group);
     return group_options_[group];
   }
-  void set_options(size_t group, Options options) {  // validated like the constructor's
+  void set_options(size_t group, Options options) {  ///< validated like the constructor's
     check_group_index(group);
     check_options(options);
     group_options_[group] = options;
   }
 
  protected:
-  // `options` must be valid: the derived constructor passes them through its check first.
+  /// `options` must be valid: the derived constructor passes them through its check first.
   OptimizerWithOptions(const char* name, std::vector<Tensor> params, Options options)
       : Optimizer(name, std::move(params)), defaults_(options), group_options_{options} {}
 
-  // Throws tg::Error naming the first invalid option.
+  /// Throws tg::Error naming the first invalid option.
   virtual void check_options(const Options& options) const = 0;
-  // The options from their PyTorch names; throws tg::Error as check_group_options promises.
+  /// The options from their PyTorch names; throws tg::Error as check_group_options promises.
   virtual Options parse_options(const OptionValues& values) const = 0;
-  virtual OptionValues option_values(const Options& options) const = 0;
+  virtual OptionValues option_values(const Options& options) const = 0;  ///< the options by their PyTorch names
 
  private:
   void check_group_index(size_t group) const {

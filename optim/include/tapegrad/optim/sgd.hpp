@@ -1,16 +1,21 @@
-// tg::optim::SGD — stochastic gradient descent with momentum, dampening, Nesterov momentum and
-// L2 weight decay; the update is exactly torch.optim.SGD's:
-//
-//   g = maximize ? -grad : grad
-//   g = g + weight_decay * p
-//   if momentum != 0:
-//     buf = g                                        on a parameter's first momentum step
-//     buf = momentum * buf + (1 - dampening) * g     afterwards
-//     g   = g + momentum * buf  if nesterov  else  buf
-//   p -= lr * g
-//
-//   tg::optim::SGD opt(model.parameters(),
-//                      {.lr = 0.1, .momentum = 0.9, .dampening = 0, .weight_decay = 1e-4, .nesterov = false});
+/// @file
+/// tg::optim::SGD — stochastic gradient descent with momentum, dampening, Nesterov momentum and
+/// L2 weight decay; the update is exactly torch.optim.SGD's:
+///
+/// @code
+///   g = maximize ? -grad : grad
+///   g = g + weight_decay * p
+///   if momentum != 0:
+///     buf = g                                        on a parameter's first momentum step
+///     buf = momentum * buf + (1 - dampening) * g     afterwards
+///     g   = g + momentum * buf  if nesterov  else  buf
+///   p -= lr * g
+/// @endcode
+///
+/// @code
+///   tg::optim::SGD opt(model.parameters(),
+///                      {.lr = 0.1, .momentum = 0.9, .dampening = 0, .weight_decay = 1e-4, .nesterov = false});
+/// @endcode
 #pragma once
 
 #include <cstdint>
@@ -20,26 +25,27 @@
 
 namespace tg::optim {
 
-// Declared in this order so that designated initialisers read like PyTorch's keyword arguments.
+/// Declared in this order so that designated initialisers read like PyTorch's keyword arguments.
 struct SGDOptions {
-  double lr = 0.01;
-  double momentum = 0.0;
-  double dampening = 0.0;
-  double weight_decay = 0.0;
-  bool nesterov = false;
-  bool maximize = false;  // ascend the objective instead of descending it
+  double lr = 0.01;           ///< the learning rate
+  double momentum = 0.0;      ///< the momentum factor; 0: no momentum buffer
+  double dampening = 0.0;     ///< the momentum buffer takes (1 − dampening) of each new gradient
+  double weight_decay = 0.0;  ///< L2 penalty, added to the gradient
+  bool nesterov = false;      ///< Nesterov momentum
+  bool maximize = false;  ///< ascend the objective instead of descending it
 };
 
+/// Stochastic gradient descent with momentum, as torch.optim.SGD (sgd.hpp).
 class SGD : public OptimizerWithOptions<SGDOptions> {
  public:
-  // Rejects what PyTorch rejects — lr < 0, momentum < 0, weight_decay < 0, nesterov without
-  // momentum or with dampening — and NaN or an infinity in any option, with a tg::Error naming the
-  // value. `options` are the first group's and the defaults of add_param_group(params).
+  /// Rejects what PyTorch rejects — lr < 0, momentum < 0, weight_decay < 0, nesterov without
+  /// momentum or with dampening — and NaN or an infinity in any option, with a tg::Error naming the
+  /// value. `options` are the first group's and the defaults of add_param_group(params).
   SGD(std::vector<Tensor> params, SGDOptions options);
 
-  // One per parameter of parameters(), in order: state(i)'s "momentum_buffer", undefined while
-  // momentum is 0 and until a parameter's first step with a defined grad. These are the live
-  // buffers: clone them to keep a snapshot.
+  /// One per parameter of parameters(), in order: state(i)'s "momentum_buffer", undefined while
+  /// momentum is 0 and until a parameter's first step with a defined grad. These are the live
+  /// buffers: clone them to keep a snapshot.
   std::vector<Tensor> momentum_buffers() const;
 
  private:
