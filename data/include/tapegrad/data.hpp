@@ -1,12 +1,18 @@
-// tg::data — datasets, samplers, the DataLoader, and readers for IDX (MNIST) and CSV files.
-//
-//   tg::Tensor images = tg::data::read_idx("train-images-idx3-ubyte.gz").to(tg::kFloat32);
-//   tg::Tensor labels = tg::data::read_idx("train-labels-idx1-ubyte.gz");
-//   tg::Generator generator(0);
-//   tg::data::DataLoader loader(tg::data::TensorDataset(images, labels),
-//                               {.batch_size = 128, .shuffle = true, .generator = &generator});
-//   for (const tg::data::Example& batch : loader) ...
+/// @file
+/// tg::data — datasets, samplers, the DataLoader, and readers for IDX (MNIST) and CSV files.
+///
+/// @code
+///   tg::Tensor images = tg::data::read_idx("train-images-idx3-ubyte.gz").to(tg::kFloat32);
+///   tg::Tensor labels = tg::data::read_idx("train-labels-idx1-ubyte.gz");
+///   tg::Generator generator(0);
+///   tg::data::DataLoader loader(tg::data::TensorDataset(images, labels),
+///                               {.batch_size = 128, .shuffle = true, .generator = &generator});
+///   for (const tg::data::Example& batch : loader) ...
+/// @endcode
 #pragma once
+
+/// @namespace tg::data
+/// Datasets, samplers, the DataLoader, and readers for IDX (MNIST) and CSV files.
 
 #include "tapegrad/data/csv.hpp"
 #include "tapegrad/data/data_loader.hpp"
@@ -15,4 +21,4 @@
 #include "tapegrad/data/normalize.hpp"  // a data set's mean and std, and standardising it in place
 #include "tapegrad/data/progress_bar.hpp"  // tg::ProgressBar (namespace tg): a loop's line of progress
 #include "tapegrad/data/sampler.hpp"
-#include "tapegrad/data/distributed_sampler.hpp"  // each replica's share, for tg::dist (issue 16)
+#include "tapegrad/data/distributed_sampler.hpp"  // each replica's share, for tg::dist

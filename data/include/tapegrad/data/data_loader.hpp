@@ -1,17 +1,20 @@
-// tg::data::DataLoader — batches of a dataset, in order or shuffled, as torch.utils.data.DataLoader
-// with num_workers=0: iterate it with range-for, once per epoch.
-//
-//   tg::Generator generator(0);
-//   tg::data::DataLoader loader(tg::data::TensorDataset(images, labels),
-//                               {.batch_size = 128, .shuffle = true, .generator = &generator, .prefetch = 2});
-//   for (const tg::data::Example& batch : loader)  // batch.data [128, ...], batch.target [128]
-//     ...
-//
-// With shuffle and a generator seeded s, the batches are PyTorch's for
-// DataLoader(dataset, batch_size, shuffle=True, generator=torch.Generator().manual_seed(s)), epoch
-// after epoch. As PyTorch's iterator does, each epoch first draws one 64-bit number from the
-// generator (the default one when none is given, shuffled or not), so that the default
-// generator's later draws (dropout, say) stay in step with a PyTorch program too.
+/// @file
+/// tg::data::DataLoader — batches of a dataset, in order or shuffled, as torch.utils.data.DataLoader
+/// with num_workers=0: iterate it with range-for, once per epoch.
+///
+/// @code
+///   tg::Generator generator(0);
+///   tg::data::DataLoader loader(tg::data::TensorDataset(images, labels),
+///                               {.batch_size = 128, .shuffle = true, .generator = &generator, .prefetch = 2});
+///   for (const tg::data::Example& batch : loader)  // batch.data [128, ...], batch.target [128]
+///     ...
+/// @endcode
+///
+/// With shuffle and a generator seeded s, the batches are PyTorch's for
+/// DataLoader(dataset, batch_size, shuffle=True, generator=torch.Generator().manual_seed(s)), epoch
+/// after epoch. As PyTorch's iterator does, each epoch first draws one 64-bit number from the
+/// generator (the default one when none is given, shuffled or not), so that the default
+/// generator's later draws (dropout, say) stay in step with a PyTorch program too.
 #pragma once
 
 #include <cstdint>
@@ -27,22 +30,23 @@
 
 namespace tg::data {
 
+/// The DataLoader's options, by PyTorch's names and with its defaults.
 struct DataLoaderOptions {
-  int64_t batch_size = 1;
-  bool shuffle = false;
-  bool drop_last = false;  // drop the last batch when it is smaller than batch_size
-  Generator* generator = nullptr;  // for shuffling (not owned); null: the default generator
-  // Batches loaded ahead of the one in use, on oneTBB's threads. Never changes the batches or
-  // their order; the transforms must then be safe to call from several threads at once.
+  int64_t batch_size = 1;  ///< samples per batch
+  bool shuffle = false;    ///< a new random order every epoch (RandomSampler), else in order
+  bool drop_last = false;  ///< drop the last batch when it is smaller than batch_size
+  Generator* generator = nullptr;  ///< for shuffling (not owned); null: the default generator
+  /// Batches loaded ahead of the one in use, on oneTBB's threads. Never changes the batches or
+  /// their order; the transforms must then be safe to call from several threads at once.
   int64_t prefetch = 0;
-  std::function<Example(Example)> transform{};        // applied to each sample, before collation
-  std::function<Example(Example)> batch_transform{};  // applied to each collated batch
+  std::function<Example(Example)> transform{};        ///< applied to each sample, before collation
+  std::function<Example(Example)> batch_transform{};  ///< applied to each collated batch
 };
 
-// Stacks the samples' data, and their targets, along a new dim 0 (PyTorch's default_collate):
-// n samples of shape S make one batch of shape [n, S...]. tg::Error when the samples' shapes or
-// dtypes differ, naming the first sample that differs. tg::stack underneath: recorded on the tape
-// when a sample requires grad, as default_collate's torch.stack is.
+/// Stacks the samples' data, and their targets, along a new dim 0 (PyTorch's default_collate):
+/// n samples of shape S make one batch of shape [n, S...]. tg::Error when the samples' shapes or
+/// dtypes differ, naming the first sample that differs. tg::stack underneath: recorded on the tape
+/// when a sample requires grad, as default_collate's torch.stack is.
 Example collate(const std::vector<Example>& samples);
 
 namespace detail {
@@ -73,36 +77,39 @@ void check_options(const DataLoaderOptions& options);
 
 }  // namespace detail
 
+/// Batches of a dataset, epoch after epoch, as torch.utils.data.DataLoader: `for (const Example&
+/// batch : loader)` is one epoch.
 template <Dataset D>
 class DataLoader {
  public:
+  /// Takes the dataset (moved or copied in; shared by the loader's copies). tg::Error for invalid options.
   explicit DataLoader(D dataset, DataLoaderOptions options = {})
       : dataset_(std::make_shared<const D>(std::move(dataset))), options_(std::move(options)) {
     detail::check_options(options_);
   }
 
-  // An input iterator over one epoch's batches; copies share the epoch.
+  /// An input iterator over one epoch's batches; copies share the epoch.
   class Iterator {
    public:
-    using value_type = Example;
-    using difference_type = std::ptrdiff_t;
+    using value_type = Example;              ///< a batch
+    using difference_type = std::ptrdiff_t;  ///< a distance between two
 
     Iterator() = default;
-    explicit Iterator(std::shared_ptr<detail::BatchStream> stream) : stream_(std::move(stream)) {}
-    const Example& operator*() const { return stream_->current(); }
-    const Example* operator->() const { return &stream_->current(); }
-    Iterator& operator++() {
+    explicit Iterator(std::shared_ptr<detail::BatchStream> stream) : stream_(std::move(stream)) {}  ///< over `stream`
+    const Example& operator*() const { return stream_->current(); }        ///< the current batch
+    const Example* operator->() const { return &stream_->current(); }      ///< the current batch
+    Iterator& operator++() {  ///< to the next batch
       stream_->advance();
       return *this;
     }
-    void operator++(int) { ++*this; }
-    bool operator==(std::default_sentinel_t) const { return stream_ == nullptr || stream_->done(); }
+    void operator++(int) { ++*this; }  ///< to the next batch
+    bool operator==(std::default_sentinel_t) const { return stream_ == nullptr || stream_->done(); }  ///< the epoch is over
 
    private:
     std::shared_ptr<detail::BatchStream> stream_;
   };
 
-  // Starts an epoch: draws its order (shuffle) and begins loading.
+  /// Starts an epoch: draws its order (shuffle) and begins loading.
   Iterator begin() const {
     std::vector<std::vector<int64_t>> batches = detail::epoch_batches(dataset_->size(), options_);
     const auto count = static_cast<int64_t>(batches.size());
@@ -128,12 +135,12 @@ class DataLoader {
     };
     return Iterator(std::make_shared<detail::BatchStream>(count, std::move(load), options_.prefetch));
   }
-  std::default_sentinel_t end() const { return {}; }
+  std::default_sentinel_t end() const { return {}; }  ///< the end of any epoch
 
-  // Batches per epoch (len(DataLoader)).
+  /// Batches per epoch (len(DataLoader)).
   int64_t size() const { return detail::batch_count(dataset_->size(), options_.batch_size, options_.drop_last); }
-  const D& dataset() const { return *dataset_; }
-  const DataLoaderOptions& options() const { return options_; }
+  const D& dataset() const { return *dataset_; }                 ///< the dataset it loads from
+  const DataLoaderOptions& options() const { return options_; }  ///< the options it was built with
 
  private:
   std::shared_ptr<const D> dataset_;

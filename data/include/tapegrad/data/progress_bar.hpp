@@ -1,22 +1,29 @@
-// tg::ProgressBar — one line of progress for a loop: label, bar, done/total, metrics, rate, ETA.
-//
-//   tg::ProgressBar bar(train_size, "epoch 3/10", std::cout, {.unit = "samples"});
-//   for (...) {
-//     ...
-//     bar.update(seen, {{"loss", loss}, {"acc", accuracy}});
-//   }
-//   bar.finish({{"test_acc", test_accuracy}});
-//
-// On a terminal it redraws its line in place ('\r') at most ten times a second:
-//
-//   epoch 3/10 [=========>          ] 28160/60000  loss 0.4123  acc 0.87  31250 samples/s  ETA 1.0s
-//
-// and finish() ends the line. Anywhere else (a pipe, a file, CI's log) it prints nothing until
-// finish(), then exactly one line without the bar, so a log holds one line per bar (per epoch):
-//
-//   epoch 3/10 60000/60000  loss 0.4123  acc 0.87  test_acc 0.89  31250 samples/s  in 1.9s
-//
-// Not thread-safe: one thread updates a bar.
+/// @file
+/// tg::ProgressBar — one line of progress for a loop: label, bar, done/total, metrics, rate, ETA.
+///
+/// @code
+///   tg::ProgressBar bar(train_size, "epoch 3/10", std::cout, {.unit = "samples"});
+///   for (...) {
+///     ...
+///     bar.update(seen, {{"loss", loss}, {"acc", accuracy}});
+///   }
+///   bar.finish({{"test_acc", test_accuracy}});
+/// @endcode
+///
+/// On a terminal it redraws its line in place ('\r') at most ten times a second:
+///
+/// @code
+///   epoch 3/10 [=========>          ] 28160/60000  loss 0.4123  acc 0.87  31250 samples/s  ETA 1.0s
+/// @endcode
+///
+/// and finish() ends the line. Anywhere else (a pipe, a file, CI's log) it prints nothing until
+/// finish(), then exactly one line without the bar, so a log holds one line per bar (per epoch):
+///
+/// @code
+///   epoch 3/10 60000/60000  loss 0.4123  acc 0.87  test_acc 0.89  31250 samples/s  in 1.9s
+/// @endcode
+///
+/// Not thread-safe: one thread updates a bar.
 #pragma once
 
 #include <cstdint>
@@ -29,45 +36,48 @@
 
 namespace tg {
 
-// A named number shown after done/total: {"loss", 0.41} prints as "loss 0.41" (4 significant digits).
+/// A named number shown after done/total: {"loss", 0.41} prints as "loss 0.41" (4 significant digits).
 struct ProgressMetric {
-  std::string name;
-  double value;
+  std::string name;  ///< printed before the value
+  double value;      ///< printed with 4 significant digits
 };
 
+/// ProgressBar's options.
 struct ProgressBarOptions {
-  // Redraw in place? By default, when the stream is std::cout (std::cerr, std::clog) and its file
-  // descriptor is a terminal (isatty).
+  /// Redraw in place? By default, when the stream is std::cout (std::cerr, std::clog) and its file
+  /// descriptor is a terminal (isatty).
   std::optional<bool> terminal{};
-  // What `done` counts, for the rate: "samples" prints "… samples/s".
+  /// What `done` counts, for the rate: "samples" prints "… samples/s".
   std::string unit = "it";
-  // Seconds on a monotonic clock; by default std::chrono::steady_clock. Tests inject their own.
+  /// Seconds on a monotonic clock; by default std::chrono::steady_clock. Tests inject their own.
   std::function<double()> clock{};
 };
 
+/// A training loop's line of progress: label, done/total, rate, time left and the latest metrics.
 class ProgressBar {
  public:
-  // `total` >= 0 (tg::Error otherwise). The line is as wide as the terminal (TIOCGWINSZ), or 80
-  // columns when that is unknown. The clock starts now.
+  /// `total` >= 0 (tg::Error otherwise). The line is as wide as the terminal (TIOCGWINSZ), or 80
+  /// columns when that is unknown. The clock starts now.
   ProgressBar(int64_t total, std::string label, std::ostream& out = std::cout, ProgressBarOptions options = {});
+  /// The same, on std::cout.
   ProgressBar(int64_t total, std::string label, ProgressBarOptions options)
       : ProgressBar(total, std::move(label), std::cout, std::move(options)) {}
-  // Finishes the bar if finish() was not called; never throws.
+  /// Finishes the bar if finish() was not called; never throws.
   ~ProgressBar();
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
 
-  // `done` of `total` are done (0 <= done <= total, else tg::Error); `metrics` replace the ones shown.
-  // On a terminal, redraws the line unless it was drawn less than 0.1 s ago. tg::Error after finish().
+  /// `done` of `total` are done (0 <= done <= total, else tg::Error); `metrics` replace the ones shown.
+  /// On a terminal, redraws the line unless it was drawn less than 0.1 s ago. tg::Error after finish().
   void update(int64_t done, std::vector<ProgressMetric> metrics = {});
-  // Prints the final line, with the metrics of the last update followed by `extra_metrics`, and a
-  // newline. Later calls do nothing.
+  /// Prints the final line, with the metrics of the last update followed by `extra_metrics`, and a
+  /// newline. Later calls do nothing.
   void finish(const std::vector<ProgressMetric>& extra_metrics = {});
 
-  int64_t total() const { return total_; }
-  int64_t done() const { return done_; }
-  bool terminal() const { return terminal_; }
-  int width() const { return width_; }  // columns of the line
+  int64_t total() const { return total_; }     ///< as constructed
+  int64_t done() const { return done_; }       ///< as last updated
+  bool terminal() const { return terminal_; }  ///< whether it redraws in place
+  int width() const { return width_; }  ///< columns of the line
 
  private:
   std::string line(double now, bool final) const;
