@@ -7,7 +7,7 @@
 ///
 /// The GEMM kernel is chosen once, from the CPU's features (cpuid), not from its name: a CPU newer
 /// than BLIS's table of CPU families still gets the vector kernels it can run. The environment
-/// variable TG_GEMM_KERNEL (auto, blis-<configuration>, eigen) forces a choice.
+/// variable TG_GEMM_KERNEL (`auto`, `blis-<configuration>`, `eigen`) forces a choice.
 #pragma once
 
 #include <string>

@@ -10,7 +10,7 @@
 ///   bar.finish({{"test_acc", test_accuracy}});
 /// @endcode
 ///
-/// On a terminal it redraws its line in place ('\r') at most ten times a second:
+/// On a terminal it redraws its line in place (`\r`) at most ten times a second:
 ///
 /// @code
 ///   epoch 3/10 [=========>          ] 28160/60000  loss 0.4123  acc 0.87  31250 samples/s  ETA 1.0s

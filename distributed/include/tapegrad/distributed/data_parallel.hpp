@@ -1,33 +1,36 @@
-// tg::dist::DataParallel — PyTorch's DistributedDataParallel for a tg::nn::Module, on MPI.
-//
-//   tg::dist::DataParallel ddp(model, {.bucket_cap_mb = 25});  // every rank now has rank 0's weights
-//   tg::optim::SGD optimizer(model.parameters(), {.lr = 0.1});
-//   for (const tg::data::Example& batch : loader) {             // this rank's share of the batch
-//     optimizer.zero_grad();
-//     ddp.backward(tg::nn::cross_entropy(ddp(batch.data), batch.target));
-//     optimizer.step();                                        // the same step on every rank
-//   }
-//
-// How gradients travel: the parameters are grouped into buckets of about bucket_cap_mb MiB, in
-// reverse registration order (the order backward usually finishes them). Each parameter's
-// post-accumulate-grad hook copies its gradient into its bucket's flat buffer; once a bucket is
-// full its all-reduce starts (MPI_Iallreduce), while backward goes on with the layers below.
-// Buckets start in index order on every rank, as MPI requires of collectives. `backward(loss)`
-// is loss.backward() followed by `synchronize()`, which waits for the buckets and writes back
-// the averaged gradients (sum over ranks / world size): tapegrad's engine has no end-of-backward
-// callback, and a wrapper call is harder to forget than a separate one.
-//
-// Two modes:
-// - default: every rank runs one backward per step on its share of the batch; the all-reduce
-//   sums in an order Open MPI fixes by message size and rank count, so runs are bitwise
-//   reproducible at a fixed world size, and agree with one process on the whole batch to
-//   rounding (1e-12 relative in float64).
-// - exact (`.exact_shards = S`): the batch is cut into S equal shards; each rank runs backward
-//   once per local shard (S / world_size of them) and the gradient is the fixed-order sum
-//   g_0 + g_1 + ... + g_{S−1} over all shards, divided by S. The result is bitwise the same for
-//   every world size that divides S, a single process included. It costs S / world_size smaller
-//   backward passes per rank, and an all-gather of every shard's gradient (S × the model's
-//   gradient bytes per rank) instead of an all-reduce, with no overlap with backward.
+/// @file
+/// tg::dist::DataParallel — PyTorch's DistributedDataParallel for a tg::nn::Module, on MPI.
+///
+/// @code
+///   tg::dist::DataParallel ddp(model, {.bucket_cap_mb = 25});  // every rank now has rank 0's weights
+///   tg::optim::SGD optimizer(model.parameters(), {.lr = 0.1});
+///   for (const tg::data::Example& batch : loader) {             // this rank's share of the batch
+///     optimizer.zero_grad();
+///     ddp.backward(tg::nn::cross_entropy(ddp(batch.data), batch.target));
+///     optimizer.step();                                        // the same step on every rank
+///   }
+/// @endcode
+///
+/// How gradients travel: the parameters are grouped into buckets of about bucket_cap_mb MiB, in
+/// reverse registration order (the order backward usually finishes them). Each parameter's
+/// post-accumulate-grad hook copies its gradient into its bucket's flat buffer; once a bucket is
+/// full its all-reduce starts (MPI_Iallreduce), while backward goes on with the layers below.
+/// Buckets start in index order on every rank, as MPI requires of collectives. `backward(loss)`
+/// is loss.backward() followed by `synchronize()`, which waits for the buckets and writes back
+/// the averaged gradients (sum over ranks / world size): tapegrad's engine has no end-of-backward
+/// callback, and a wrapper call is harder to forget than a separate one.
+///
+/// Two modes:
+/// - default: every rank runs one backward per step on its share of the batch; the all-reduce
+///   sums in an order Open MPI fixes by message size and rank count, so runs are bitwise
+///   reproducible at a fixed world size, and agree with one process on the whole batch to
+///   rounding (1e-12 relative in float64).
+/// - exact (`.exact_shards = S`): the batch is cut into S equal shards; each rank runs backward
+///   once per local shard (S / world_size of them) and the gradient is the fixed-order sum
+///   g_0 + g_1 + ... + g_{S−1} over all shards, divided by S. The result is bitwise the same for
+///   every world size that divides S, a single process included. It costs S / world_size smaller
+///   backward passes per rank, and an all-gather of every shard's gradient (S × the model's
+///   gradient bytes per rank) instead of an all-reduce, with no overlap with backward.
 #pragma once
 
 #include <cstdint>
@@ -40,37 +43,40 @@
 
 namespace tg::dist {
 
+/// DataParallel's options.
 struct DataParallelOptions {
-  double bucket_cap_mb = 25.0;  // MiB of gradients per all-reduce (PyTorch's bucket_cap_mb)
-  // A parameter that gets no gradient in a backward is an error naming it, on every rank; with
-  // this option it counts as a zero gradient instead, and one that no rank used keeps its grad.
+  double bucket_cap_mb = 25.0;  ///< MiB of gradients per all-reduce (PyTorch's bucket_cap_mb)
+  /// A parameter that gets no gradient in a backward is an error naming it, on every rank; with
+  /// this option it counts as a zero gradient instead, and one that no rank used keeps its grad.
   bool find_unused_parameters = false;
-  int64_t exact_shards = 0;  // S > 0: exact mode (above); S must be a multiple of world_size()
+  int64_t exact_shards = 0;  ///< S > 0: exact mode (above); S must be a multiple of world_size()
 };
 
+/// PyTorch's DistributedDataParallel for a module: rank 0's weights everywhere, gradients averaged
+/// over the ranks (data_parallel.hpp).
 class DataParallel {
  public:
-  // Broadcasts rank 0's parameters to every rank (tg::Error on every rank if the ranks' models
-  // differ in their parameters' shapes or dtypes) and hooks every parameter. The module must
-  // outlive the wrapper; convert its dtype (Module::to) before wrapping it.
+  /// Broadcasts rank 0's parameters to every rank (tg::Error on every rank if the ranks' models
+  /// differ in their parameters' shapes or dtypes) and hooks every parameter. The module must
+  /// outlive the wrapper; convert its dtype (Module::to) before wrapping it.
   explicit DataParallel(nn::Module& module, DataParallelOptions options = {});
   ~DataParallel();
-  DataParallel(DataParallel&&) noexcept;
+  DataParallel(DataParallel&&) noexcept;  ///< takes over the hooks and the buckets
   DataParallel& operator=(DataParallel&&) = delete;
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
-  // module(input); tg::Error if the previous backward was not synchronized.
+  /// module(input); tg::Error if the previous backward was not synchronized.
   Tensor operator()(const Tensor& input);
-  // loss.backward(), then synchronize() — in exact mode once every local shard has had its
-  // backward, and never inside no_sync().
+  /// loss.backward(), then synchronize() — in exact mode once every local shard has had its
+  /// backward, and never inside no_sync().
   void backward(const Tensor& loss);
-  // Waits for this pass's all-reduces and replaces every parameter's grad with the average over
-  // the ranks. Needed only after a backward called directly (loss.backward()).
+  /// Waits for this pass's all-reduces and replaces every parameter's grad with the average over
+  /// the ranks. Needed only after a backward called directly (loss.backward()).
   void synchronize();
 
-  // While the returned guard lives, backward accumulates gradients locally without any
-  // communication (gradient accumulation); the first backward after it all-reduces the sum.
+  /// While the returned guard lives, backward accumulates gradients locally without any
+  /// communication (gradient accumulation); the first backward after it all-reduces the sum.
   class [[nodiscard]] NoSyncGuard {
    public:
     ~NoSyncGuard();
@@ -83,15 +89,17 @@ class DataParallel {
     DataParallel& parallel_;
     bool previous_;
   };
-  NoSyncGuard no_sync();
+  NoSyncGuard no_sync();  ///< no all-reduce while the returned guard lives (NoSyncGuard)
 
-  nn::Module& module();
-  // The parameters' names, bucket by bucket, in the order the buckets are all-reduced.
+  nn::Module& module();  ///< the wrapped module
+  /// The parameters' names, bucket by bucket, in the order the buckets are all-reduced.
   std::vector<std::vector<std::string>> buckets() const;
-  // Exact mode: the local shards this rank runs per step, and the global index of its j-th one
-  // (rank r has shards r·S/N ... (r + 1)·S/N − 1).
+  /// Exact mode: the local shards this rank runs per step, and the global index of its j-th one
+  /// (rank r has shards r·S/N ... (r + 1)·S/N − 1).
+  ///@{
   int64_t local_shards() const;
   int64_t global_shard(int64_t local_shard) const;
+  ///@}
 
   struct State;  // data_parallel.cpp
 
