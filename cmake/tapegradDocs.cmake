@@ -8,6 +8,9 @@
 
 if(CMAKE_SCRIPT_MODE_FILE)
   # --- the check: run Doxygen, then turn its warnings into a list a person can act on ---
+  # A fresh output directory: Doxygen leaves the pages of symbols that no longer exist.
+  get_filename_component(output_directory ${TG_WARN_LOGFILE} DIRECTORY)
+  file(REMOVE_RECURSE ${output_directory}/html)
   file(REMOVE ${TG_WARN_LOGFILE})
   execute_process(COMMAND ${TG_DOXYGEN} ${TG_DOXYFILE}
     RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
@@ -82,6 +85,7 @@ set(TG_DOXYGEN_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/docs/api)
 set(TG_DOXYGEN_WARN_LOGFILE ${PROJECT_BINARY_DIR}/docs/api/warnings.log)
 configure_file(${PROJECT_SOURCE_DIR}/docs/Doxyfile.in ${PROJECT_BINARY_DIR}/docs/Doxyfile @ONLY)
 add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/docs/api/html/index.html
+  COMMAND ${CMAKE_COMMAND} -E rm -rf ${PROJECT_BINARY_DIR}/docs/api/html  # no pages of removed symbols
   COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/docs/api
   COMMAND Doxygen::doxygen ${PROJECT_BINARY_DIR}/docs/Doxyfile
   COMMAND ${CMAKE_COMMAND} -E echo "API reference: ${PROJECT_BINARY_DIR}/docs/api/html/index.html (warnings: ${TG_DOXYGEN_WARN_LOGFILE})"

@@ -79,7 +79,8 @@ class HookHandle {
  public:
   HookHandle() = default;
   explicit HookHandle(std::function<void()> remover) : remover_(std::move(remover)) {}  ///< calls `remover` on remove()
-  void remove() {  ///< unregisters the hook (the first call only)
+  /// Unregisters the hook (the first call only).
+  void remove() {
     if (remover_) std::exchange(remover_, nullptr)();
   }
 

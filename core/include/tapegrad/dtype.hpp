@@ -60,8 +60,8 @@ constexpr bool is_floating_point(DType dtype) { return dtype == DType::Float32 |
 
 inline std::ostream& operator<<(std::ostream& out, DType dtype) { return out << name(dtype); }  ///< prints name(dtype)
 
-///@{
 /// The dtype of the C++ element type T: dtype_of<float>() is kFloat32, and so on.
+///@{
 template <typename T>
 constexpr DType dtype_of();
 template <>

@@ -20,8 +20,8 @@ namespace tg {
 void save_npy(const Tensor& tensor, const std::string& path);  ///< writes tensor to the .npy file `path`
 Tensor load_npy(const std::string& path);                      ///< reads the .npy file `path`
 
-///@{
 /// The same from and to memory (what the file functions use; handy for fuzzing and for tests).
+///@{
 std::string encode_npy(const Tensor& tensor);
 Tensor decode_npy(const std::string& bytes, const std::string& source = "<memory>");
 ///@}

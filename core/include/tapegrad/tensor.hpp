@@ -130,16 +130,16 @@ class Tensor {
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
   Tensor clamp_min(double min) const;  ///< clamp(min, std::nullopt)
   Tensor clamp_max(double max) const;  ///< clamp(std::nullopt, max)
-  ///@{
   /// Elementwise max/min with broadcasting; NaN wins; at a tie each side gets half the gradient.
+  ///@{
   Tensor maximum(const Tensor& other) const;
   Tensor minimum(const Tensor& other) const;
   ///@}
   /// value where mask (bool, broadcast together with this tensor) is true; gradient where it is false.
   Tensor masked_fill(const Tensor& mask, double value) const;
-  ///@{
   /// Comparisons to kBool with broadcasting, any dtypes (promoted: bool < int64 < float32 < float64);
   /// a scalar is rounded to a float tensor's dtype first. Also as the operators == != < <= > >=.
+  ///@{
   Tensor eq(const Tensor& other) const;
   Tensor ne(const Tensor& other) const;
   Tensor lt(const Tensor& other) const;
@@ -188,27 +188,30 @@ class Tensor {
   Tensor log_softmax(int64_t dim) const;  ///< x − logsumexp(x) along dim
   Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;  ///< no dims: all
   struct ValuesAndIndices;
-  ///@{
   /// x.max(dim) and x.min(dim): the values and their int64 indices along dim (the first of ties),
   /// as torch.max(x, dim, keepdim): `auto [values, indices] = x.max(1);`. Defined below the class.
+  ///@{
   ValuesAndIndices max(int64_t dim, bool keepdim = false) const;
   ValuesAndIndices min(int64_t dim, bool keepdim = false) const;
   ///@}
+  /// The largest (smallest) of all elements, 0-d; the gradient is shared evenly among ties.
   ///@{
-  Tensor max() const;  ///< of all elements, 0-d; the gradient is shared evenly among ties
+  Tensor max() const;
   Tensor min() const;
   ///@}
+  /// The indices of the largest (smallest) values along dim, int64.
   ///@{
-  Tensor argmax(int64_t dim, bool keepdim = false) const;  ///< int64
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor argmin(int64_t dim, bool keepdim = false) const;
   ///@}
+  /// The index of the largest (smallest) element in the flattened tensor, 0-d int64.
   ///@{
-  Tensor argmax() const;  ///< into the flattened tensor, 0-d int64
+  Tensor argmax() const;
   Tensor argmin() const;
   ///@}
-  ///@{
   /// Pieces along dim: of split_size each (the last may be smaller), or of the given sizes ({2, 3}
   /// is a list of sizes), or `chunks` pieces as torch.chunk. Each piece is a new tensor.
+  ///@{
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<Tensor> split(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
   std::vector<Tensor> split(std::initializer_list<int64_t> split_sizes, int64_t dim = 0) const;
@@ -233,21 +236,21 @@ Tensor empty(const Shape& shape, DType dtype = kFloat32);  ///< uninitialised va
 Tensor zeros(const Shape& shape, DType dtype = kFloat32);               ///< filled with 0
 Tensor ones(const Shape& shape, DType dtype = kFloat32);                ///< filled with 1
 Tensor full(const Shape& shape, double value, DType dtype = kFloat32);  ///< filled with value
-///@{
 /// U[0, 1) and N(0, 1) from `generator`, or from the default generator when it is null or omitted.
+///@{
 Tensor rand(const Shape& shape, DType dtype = kFloat32, Generator* generator = nullptr);
 Tensor rand(const Shape& shape, Generator& generator, DType dtype = kFloat32);
 Tensor randn(const Shape& shape, DType dtype = kFloat32, Generator* generator = nullptr);
 Tensor randn(const Shape& shape, Generator& generator, DType dtype = kFloat32);
 ///@}
-///@{
 /// Integers uniform in [low, high) (low = 0 when omitted), as torch.randint; int64 by default,
 /// float32/float64 hold them exactly when |low|, |high| ≤ 2^digits.
+///@{
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = kInt64, Generator* generator = nullptr);
 Tensor randint(int64_t high, const Shape& shape, DType dtype = kInt64, Generator* generator = nullptr);
 ///@}
-///@{
 /// A random permutation of 0, 1, ..., n − 1, as torch.randperm.
+///@{
 Tensor randperm(int64_t n, DType dtype = kInt64, Generator* generator = nullptr);
 Tensor randperm(int64_t n, Generator& generator, DType dtype = kInt64);
 ///@}
@@ -260,8 +263,8 @@ Tensor ones_like(const Tensor& t);                 ///< ones(t.shape(), t.dtype(
 Tensor full_like(const Tensor& t, double value);   ///< full(t.shape(), value, t.dtype())
 
 // --- arithmetic with NumPy/PyTorch broadcasting; scalars take the tensor's dtype ---
-///@{
 /// a + b, a − b, a · b and a / b elementwise, with broadcasting; a scalar takes the tensor's dtype.
+///@{
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
@@ -285,8 +288,8 @@ struct Tensor::ValuesAndIndices {
   Tensor values;   ///< the largest (smallest) values along dim
   Tensor indices;  ///< int64
 };
-///@{
 /// The Tensor method of the same name as a function: f(x, args...) is x.f(args...).
+///@{
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
@@ -297,8 +300,8 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 ///@}
-///@{
 /// The Tensor method of the same name as a function: f(x, args...) is x.f(args...).
+///@{
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, std::initializer_list<int64_t> split_sizes, int64_t dim = 0);
@@ -309,9 +312,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  ///< x[
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);  ///< out[c] = x[c, dim := index[c]]
 /// x with src[c] added at x[c, dim := index[c]]; gradients flow to x and src.
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
-///@{
 /// The Tensor method of the same name as a function: f(x, args...) is x.f(args...), and
 /// f(a, b) is a.f(b).
+///@{
 Tensor sqrt(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor exp(const Tensor& x);
@@ -329,8 +332,8 @@ Tensor minimum(const Tensor& a, const Tensor& b);
 /// condition (bool) ? a : b elementwise, all three broadcast together; a and b promoted to one dtype.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);  ///< x.masked_fill(mask, value)
-///@{
 /// The Tensor method of the same name as a function: f(a, b) is a.f(b).
+///@{
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
@@ -338,9 +341,9 @@ Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
 ///@}
-///@{
 /// a == b is eq(a, b), and likewise != ne, < lt, <= le, > gt, >= ge; a scalar is rounded to the
 /// tensor's dtype first (a float tensor's).
+///@{
 Tensor operator==(const Tensor& a, const Tensor& b);
 Tensor operator!=(const Tensor& a, const Tensor& b);
 Tensor operator<(const Tensor& a, const Tensor& b);

@@ -98,12 +98,14 @@ class DataLoader {
     explicit Iterator(std::shared_ptr<detail::BatchStream> stream) : stream_(std::move(stream)) {}  ///< over `stream`
     const Example& operator*() const { return stream_->current(); }        ///< the current batch
     const Example* operator->() const { return &stream_->current(); }      ///< the current batch
-    Iterator& operator++() {  ///< to the next batch
+    /// To the next batch.
+    Iterator& operator++() {
       stream_->advance();
       return *this;
     }
     void operator++(int) { ++*this; }  ///< to the next batch
-    bool operator==(std::default_sentinel_t) const { return stream_ == nullptr || stream_->done(); }  ///< the epoch is over
+    /// The epoch is over.
+    bool operator==(std::default_sentinel_t) const { return stream_ == nullptr || stream_->done(); }
 
    private:
     std::shared_ptr<detail::BatchStream> stream_;

@@ -82,7 +82,8 @@ class Subset {
       : Subset(std::make_shared<const D>(dataset), std::move(indices)) {}
 
   int64_t size() const { return static_cast<int64_t>(indices_.size()); }  ///< the number of indices
-  Example get(int64_t index) const {  ///< dataset().get(indices()[index]); negative counts from the end
+  /// Dataset().get(indices()[index]); negative counts from the end.
+  Example get(int64_t index) const {
     check(index >= -size() && index < size(), "Subset", "index ", index, " is out of range for a subset of ",
           size(), " samples");
     return dataset_->get(indices_[static_cast<size_t>(index < 0 ? index + size() : index)]);

@@ -44,8 +44,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                 std::optional<double> eps = std::nullopt);
 
-///@{
 /// The softmax family along dim, as x.softmax(dim) and x.log_softmax(dim)   (SoftmaxBackward, LogSoftmaxBackward)
+///@{
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 ///@}

@@ -39,21 +39,23 @@ double calculate_gain(Nonlinearity nonlinearity, std::optional<double> param = s
 /// {fan_in, fan_out} of a weight [out, in, k...]: in·Πk and out·Πk. tg::Error below 2 dims.
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& tensor);
 
-Tensor& uniform_(Tensor& tensor, double low = 0.0, double high = 1.0, Generator* generator = nullptr);  ///< U(low, high)
-Tensor& normal_(Tensor& tensor, double mean = 0.0, double std = 1.0, Generator* generator = nullptr);  ///< N(mean, std²)
+/// U(low, high).
+Tensor& uniform_(Tensor& tensor, double low = 0.0, double high = 1.0, Generator* generator = nullptr);
+/// N(mean, std²).
+Tensor& normal_(Tensor& tensor, double mean = 0.0, double std = 1.0, Generator* generator = nullptr);
 Tensor& constant_(Tensor& tensor, double value);  ///< every element value
 Tensor& zeros_(Tensor& tensor);                   ///< every element 0
 Tensor& ones_(Tensor& tensor);                    ///< every element 1
 
-///@{
 /// U(−b, b) and N(0, s²) with s = gain·√(2 / (fan_in + fan_out)), b = √3·s (Glorot & Bengio, 2010).
+///@{
 Tensor& xavier_uniform_(Tensor& tensor, double gain = 1.0, Generator* generator = nullptr);
 Tensor& xavier_normal_(Tensor& tensor, double gain = 1.0, Generator* generator = nullptr);
 ///@}
 
-///@{
 /// U(−b, b) and N(0, s²) with s = calculate_gain(nonlinearity, a) / √fan, b = √3·s (He et al., 2015);
 /// `a` is the negative slope of a leaky_relu. A tensor without elements is left alone.
+///@{
 Tensor& kaiming_uniform_(Tensor& tensor, double a = 0.0, FanMode mode = FanMode::FanIn,
                          Nonlinearity nonlinearity = Nonlinearity::LeakyReLU, Generator* generator = nullptr);
 Tensor& kaiming_normal_(Tensor& tensor, double a = 0.0, FanMode mode = FanMode::FanIn,

@@ -54,8 +54,8 @@ struct CrossEntropyOptions {
 /// probability targets it divides by the number of samples N·d1·... . Label smoothing's term,
 /// −Σ_c w_c·log p_c, is weighted and averaged as the main term is, as in PyTorch 1.13.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options = {});
-///@{
 /// The same with the classes in a vector, or a braced list ({3, 0}; {} for N = 0).
+///@{
 Tensor cross_entropy(const Tensor& input, const std::vector<int64_t>& target, const CrossEntropyOptions& options = {});
 Tensor cross_entropy(const Tensor& input, std::initializer_list<int64_t> target, const CrossEntropyOptions& options = {});
 ///@}

@@ -60,7 +60,8 @@ class Parameter : public Tensor {
   ~Parameter() = default;
 
   Parameter& operator=(const Tensor& values);  ///< copies values in; see above
-  Parameter& operator=(const Parameter& values) { return *this = static_cast<const Tensor&>(values); }  ///< copies values in
+  /// Copies values in.
+  Parameter& operator=(const Parameter& values) { return *this = static_cast<const Tensor&>(values); }
 
   const std::string& label() const { return label_; }  ///< the slot's name in errors ("Linear.weight")
 

@@ -93,7 +93,8 @@ class ModuleList : public Module {
     explicit Iterator(std::vector<std::shared_ptr<Module>>::const_iterator it) : it_(it) {}  ///< at `it`
     Module& operator*() const { return **it_; }        ///< the child
     Module* operator->() const { return it_->get(); }  ///< the child
-    Iterator& operator++() {  ///< to the next child
+    /// To the next child.
+    Iterator& operator++() {
       ++it_;
       return *this;
     }

@@ -310,7 +310,8 @@ class ReduceLROnPlateau : public LRScheduler {
   void step(double metric);
   double last_lr(size_t group = 0) const override;
   double best() const { return best_; }  ///< the best metric so far
-  int64_t num_bad_epochs() const { return num_bad_epochs_; }  ///< epochs in a row without improvement (not counted during cooldown)
+  /// Epochs in a row without improvement (not counted during cooldown).
+  int64_t num_bad_epochs() const { return num_bad_epochs_; }
   int64_t cooldown_counter() const { return cooldown_counter_; }  ///< cooldown epochs left
 
   SchedulerStateDict state_dict() const override;  ///< with the counters best, num_bad_epochs, cooldown_counter

@@ -161,14 +161,17 @@ class OptimizerWithOptions : public Optimizer {
     add_group(std::move(params));
     group_options_.push_back(options);
   }
-  void add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }  ///< with the constructor's options
+  /// With the constructor's options.
+  void add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }
 
   const Options& defaults() const { return defaults_; }  ///< the constructor's options
-  const Options& options(size_t group = 0) const {  ///< the options of `group`
+  /// The options of `group`.
+  const Options& options(size_t group = 0) const {
     check_group_index(group);
     return group_options_[group];
   }
-  void set_options(size_t group, Options options) {  ///< validated like the constructor's
+  /// Validated like the constructor's.
+  void set_options(size_t group, Options options) {
     check_group_index(group);
     check_options(options);
     group_options_[group] = options;
