@@ -63,6 +63,11 @@ if(CMAKE_SCRIPT_MODE_FILE)
   message(FATAL_ERROR "api_docs: ${report}")
 endif()
 
+# Only for tapegrad's own build: a parent project that pulls tapegrad in (add_subdirectory,
+# FetchContent) may have a `docs` target of its own.
+if(NOT PROJECT_IS_TOP_LEVEL)
+  return()
+endif()
 find_package(Doxygen)
 if(NOT DOXYGEN_FOUND)
   message(STATUS "tapegrad: doxygen not found, no `docs` target and no API-docs check (apt-get install doxygen)")
