@@ -1,4 +1,4 @@
-"""Runs README.md's "Train on your own data": its C++ program (CSV in, a safetensors checkpoint
+"""Runs docs/guide/own-data.md ("Training on your own data"): its C++ program (CSV in, a safetensors checkpoint
 out), then its Python snippet on that checkpoint, with Debian's /usr/bin/python3 and NumPy, in a
 directory of their own. Fails unless both succeed and print the same lines: the probabilities the
 model gives one input (to float32 precision: NumPy sums the products in another order) and the
