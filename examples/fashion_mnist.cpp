@@ -5,7 +5,7 @@
 //   AdamW, a per-step linear warm-up then a cosine decay, cross-entropy with label smoothing.
 //
 //   ./build/examples/fashion_mnist                          # 10 epochs: ≈ 90% test accuracy
-//   ./build/examples/fashion_mnist --limit 2000 --epochs 1 --warmup-epochs 0   # a quick look (CI runs this)
+//   ./build/examples/fashion_mnist --limit 2000 --epochs 1  # a quick look (CI runs this), without warm-up
 //   ./build/examples/fashion_mnist --resume                 # continue from fashion_mnist_out/checkpoint.safetensors
 //   ./build/examples/fashion_mnist --help                   # every flag with its default
 //   mpirun -np 2 ./build/examples/fashion_mnist --distributed --threads 1   # data-parallel, 2 ranks
@@ -59,7 +59,8 @@ struct Settings {
   int64_t batch = 128;
   double lr = 2e-3;
   double weight_decay = 0.05;
-  int64_t warmup_epochs = 1;
+  int64_t warmup_epochs = 1;  // the default is shortened to fit a run of fewer epochs
+  int64_t warmup_epochs_asked = -1;  // the default's value when it was shortened; -1: not shortened
   double label_smoothing = 0.1;
   double dropout = 0.1;
   uint64_t seed = 0;
@@ -261,7 +262,8 @@ std::optional<int> parse_flags(int argc, char** argv, Settings& s) {
   app.add_option("--batch", s.batch, "training batch size")->check(examples::positive);
   app.add_option("--lr", s.lr, "AdamW's peak learning rate, reached after the warm-up")->check(examples::positive);
   app.add_option("--weight-decay", s.weight_decay, "AdamW's decoupled weight decay")->check(examples::non_negative);
-  app.add_option("--warmup-epochs", s.warmup_epochs, "epochs of linear warm-up (per step) before the cosine decay")
+  app.add_option("--warmup-epochs", s.warmup_epochs, "epochs of linear warm-up (per step) before the cosine decay (the default shrinks to --epochs - 1 "
+                 "when that is less)")
       ->check(examples::non_negative);
   app.add_option("--label-smoothing", s.label_smoothing, "cross-entropy's label smoothing")->check(examples::fraction);
   app.add_option("--dropout", s.dropout, "dropout probability after GELU")->check(examples::fraction);
@@ -278,11 +280,16 @@ std::optional<int> parse_flags(int argc, char** argv, Settings& s) {
                "also print the CPU and the GEMM kernel chosen for it (distributed: the time spent waiting for gradients)");
   app.add_flag("--distributed", s.distributed,
                "train data-parallel on the ranks of an MPI job (mpirun -np N); --batch is per rank");
-  // Runs inside parse, so that its error is reported and exits like any other bad value.
-  app.callback([&s] {
-    if (s.warmup_epochs >= s.epochs)
+  // Runs inside parse, so that its error is reported and exits like any other bad value. The
+  // cosine decay needs at least one epoch: a default warm-up that leaves it none (--epochs 1) is
+  // shortened, and train() says so; a warm-up asked for on the command line is not overridden.
+  app.callback([&s, &app] {
+    if (s.warmup_epochs < s.epochs) return;
+    if (app.count("--warmup-epochs") > 0)
       throw CLI::ValidationError("--warmup-epochs", "expected fewer than --epochs (" + std::to_string(s.epochs) +
                                                         "), got " + std::to_string(s.warmup_epochs));
+    s.warmup_epochs_asked = s.warmup_epochs;
+    s.warmup_epochs = s.epochs - 1;
   });
   return examples::parse(app, argc, argv);
 }
@@ -316,6 +323,10 @@ int train(const Settings& settings, examples::Job& job) {
   std::ostream silent(nullptr);
   std::ostream& log = job.leads() ? std::cout : silent;
   if (settings.verbose) log << "cpu: " << tg::to_string(tg::cpu_info()) << "\n";
+  if (settings.warmup_epochs_asked >= 0)
+    log << "warm-up shortened from the default " << settings.warmup_epochs_asked << " epoch to "
+        << settings.warmup_epochs << ", since --epochs " << settings.epochs
+        << " must leave the cosine decay at least one\n";
 
   // Data, normalised once up front.
   Split train = read_split(settings.data, "train");

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "tapegrad/error.hpp"
 
@@ -53,6 +54,15 @@ std::string duration_text(double seconds) {
 // Whole numbers from 100 on, three significant digits below.
 std::string rate_text(double rate) { return rate >= 100 ? printed("%.0f", rate) : printed("%.3g", rate); }
 
+// Is this process a rank started by an MPI launcher? Open MPI sets OMPI_COMM_WORLD_RANK;
+// PMIx-based launchers (Open MPI 5, prrte, Slurm's PMIx plugin) PMIX_RANK; MPICH's Hydra, Intel
+// MPI and other PMI-1/2 launchers PMI_RANK.
+bool launched_as_mpi_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
+}
+
 }  // namespace
 
 ProgressBar::ProgressBar(int64_t total, std::string label, std::ostream& out, ProgressBarOptions options)
@@ -60,7 +70,8 @@ ProgressBar::ProgressBar(int64_t total, std::string label, std::ostream& out, Pr
   check(total >= 0, "ProgressBar", "expected a total >= 0, got ", total);
   if (!options_.clock) options_.clock = steady_seconds;
   const int fd = file_descriptor_of(out);
-  terminal_ = options_.terminal.value_or(fd >= 0 && isatty(fd) == 1);
+  // An MPI rank's terminal is mpirun's, not the user's: its output may well end in a file.
+  terminal_ = options_.terminal.value_or(fd >= 0 && isatty(fd) == 1 && !launched_as_mpi_rank());
   width_ = terminal_ ? terminal_width(fd) : kDefaultWidth;
   start_ = options_.clock();
 }

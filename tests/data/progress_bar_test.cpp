@@ -5,7 +5,9 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include "data_test_util.hpp"
@@ -60,6 +62,23 @@ std::string run_with_stdout(int read_fd, int write_fd, const std::function<int()
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   return output;
+}
+
+// Runs `body` in a child process whose stdout is a fresh 60-column pseudo-terminal, with none of
+// the variables an MPI launcher sets (the test itself may run under one); returns what the
+// terminal received.
+std::string run_on_pty(const std::function<int()>& body) {
+  int master = -1, slave = -1;
+  termios raw{};
+  cfmakeraw(&raw);  // bytes as written: no "\n" → "\r\n" on the way to the master
+  winsize size{};
+  size.ws_col = 60;
+  size.ws_row = 24;
+  REQUIRE(openpty(&master, &slave, nullptr, &raw, &size) == 0);
+  return run_with_stdout(master, slave, [&body] {
+    for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) unsetenv(name);
+    return body();
+  });
 }
 
 }  // namespace
@@ -157,14 +176,7 @@ TEST_CASE("ProgressBar on a pipe is not a terminal: one line, no carriage return
 }
 
 TEST_CASE("ProgressBar on a pseudo-terminal takes its width and redraws with \\r", "[data][progress_bar]") {
-  int master = -1, slave = -1;
-  termios raw{};
-  cfmakeraw(&raw);  // bytes as written: no "\n" → "\r\n" on the way to the master
-  winsize size{};
-  size.ws_col = 60;
-  size.ws_row = 24;
-  REQUIRE(openpty(&master, &slave, nullptr, &raw, &size) == 0);
-  const std::string output = run_with_stdout(master, slave, [] {
+  const std::string output = run_on_pty([] {
     FakeClock clock;
     ProgressBar bar(100, "pty", {.clock = clock.function()});  // std::cout: the slave
     if (!bar.terminal()) return 2;
@@ -188,6 +200,34 @@ TEST_CASE("ProgressBar on a pseudo-terminal takes its width and redraws with \\r
   for (size_t i = 1; i + 1 < frames.size(); ++i) REQUIRE(frames[i].size() == 59);  // one column spare
   REQUIRE(frames[1].find("25/100  loss 0.1  100 it/s  ETA 0.8s") != std::string::npos);
   REQUIRE(frames.back() == "pty [" + std::string(16, '=') + "] 100/100  loss 0.1  100 it/s  in 1.0s\n");
+}
+
+TEST_CASE("ProgressBar in a rank of an MPI launch prints one line per bar on the terminal mpirun gives it",
+          "[data][progress_bar]") {
+  // Open MPI's, PMIx's and MPICH/Hydra's marks of a rank: `mpirun ... > log` must get lines, not
+  // redraws, although each rank's stdout is a pseudo-terminal.
+  const char* variable = GENERATE("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK");
+  INFO(variable);
+  const auto two_updates = [variable](std::optional<bool> terminal) {
+    return [variable, terminal] {
+      setenv(variable, "0", 1);
+      FakeClock clock;
+      ProgressBar bar(100, "epoch 1/1", {.terminal = terminal, .clock = clock.function()});  // std::cout: a pty
+      for (int64_t done = 50; done <= 100; done += 50) {
+        clock.now += 0.5;
+        bar.update(done, {{"loss", 0.5}});
+      }
+      bar.finish();
+      return bar.terminal() == terminal.value_or(false) ? 0 : 3;
+    };
+  };
+  // By default: one line at finish(), without a bar or a carriage return.
+  REQUIRE(run_on_pty(two_updates(std::nullopt)) == "epoch 1/1 100/100  loss 0.5  100 it/s  in 1.0s\n");
+  // Asked for, the bar redraws all the same: two updates and finish(), each after a '\r'. Of the
+  // 59 columns, the text takes 9 + 8 + 29 and " []" 3, which leaves the bar 10.
+  const std::vector<std::string> frames = split(run_on_pty(two_updates(true)), '\r');
+  REQUIRE(frames.size() == 4);
+  REQUIRE(frames.back() == "epoch 1/1 [" + std::string(10, '=') + "] 100/100  loss 0.5  100 it/s  in 1.0s\n");
 }
 
 TEST_CASE("ProgressBar rejects a negative total, done outside [0, total] and updates after finish",

@@ -1,9 +1,9 @@
 # The checks on examples/fashion_mnist that a regex over its output cannot make:
 #
-#   cmake -DPROGRAM=<exe> -DWORK_DIR=<dir> -DARGS="--limit;2000;..." -DMODE=train  -P fashion_mnist.cmake
+#   cmake -DPROGRAM=<exe> -DWORK_DIR=<dir> -DARGS="--limit;2000;..." -DMODE=train [-DEXPECT_OUTPUT=<regex>] -P fashion_mnist.cmake
 #     one short run: exit 0, metrics.csv with its header and one row per epoch, the checkpoint, the
 #     loss below chance level (ln 10 = 2.303) and the test accuracy far above it (10%), and
-#     metrics.png whenever gnuplot is on PATH.
+#     metrics.png whenever gnuplot is on PATH; its output matches EXPECT_OUTPUT when given.
 #   cmake -DPROGRAM=<exe> -DWORK_DIR=<dir> -DARGS=... -DMODE=resume -P fashion_mnist.cmake
 #     two epochs straight against one epoch, a stop, and --resume for the second: the final
 #     checkpoints must be byte-identical, and so must metrics.csv but for its seconds column.
@@ -11,7 +11,8 @@
 #     with no gnuplot on PATH: it says so, skips metrics.png and still writes metrics.csv.
 #   cmake ... -DMODE=distributed_train -DMPIEXEC="mpiexec;--allow-run-as-root;--oversubscribe;-n" [-DRANK_OPTIONS=...] -P ...
 #     --distributed on 2 ranks, each given its own --out (one mpirun, two programs): rank 0's
-#     directory holds the files and the loss fell, rank 1's was never made; a second run gives
+#     directory holds the files and the loss fell, rank 1's was never made, the progress bar printed
+#     one line for the epoch, no redraws (mpirun gives ranks a terminal); a second run gives
 #     bitwise the same checkpoint and metrics.csv (but for its seconds).
 #   cmake ... -DMODE=distributed_resume -DMPIEXEC=... -P fashion_mnist.cmake
 #     the resume check above, with every run on 2 ranks; then --resume on 1 rank must fail.
@@ -111,6 +112,9 @@ endif()
 if(MODE STREQUAL "train")
   run(${WORK_DIR})
   check_trained(${WORK_DIR})
+  if(DEFINED EXPECT_OUTPUT AND NOT output MATCHES "${EXPECT_OUTPUT}")
+    message(FATAL_ERROR "the output does not match '${EXPECT_OUTPUT}'")
+  endif()
 elseif(MODE STREQUAL "no_gnuplot")
   # A PATH with nothing on it: the program must not need any other tool.
   file(MAKE_DIRECTORY ${WORK_DIR}/empty_path)
@@ -140,6 +144,11 @@ elseif(MODE STREQUAL "distributed_train")
   list(LENGTH finals final_count)
   if(NOT final_count EQUAL 1 OR NOT out MATCHES "distributed: 2 ranks, each 1000 training images per epoch")
     message(FATAL_ERROR "expected rank 0 alone to print, once, the 2 ranks and the final accuracy")
+  endif()
+  # mpirun gives each rank a pseudo-terminal even though this output goes to a pipe: the progress
+  # bar must still print one line per epoch, never a carriage-return redraw.
+  if(out MATCHES "\r" OR NOT out MATCHES "\nepoch 1/1 2000/2000  loss [0-9.]+  acc [0-9.]+  test_acc [0-9.]+  ")
+    message(FATAL_ERROR "expected one line for the epoch, without carriage returns")
   endif()
   run(${WORK_DIR}/again)
   check_identical(${WORK_DIR}/rank0 ${WORK_DIR}/again "two runs on 2 ranks bitwise identical")

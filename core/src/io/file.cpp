@@ -89,10 +89,28 @@ struct Destination {
   struct stat status {};
 };
 
+// lstat of a name that another save (a thread or a process) may be renaming a new file onto at
+// this very moment. The kernel looks the name up, then reads the inode it found; a rename in
+// between unlinks that inode, and its status comes back with st_nlink == 0: the status of a file
+// that no name holds any more (over NFS, the same race is ESTALE). Looking again finds the file
+// that replaced it, whose mode and owner are the ones to keep. A name replaced faster than it can
+// be looked at still leaves nlink == 0, which means "no other names" all the same. Returns 0 or
+// the errno of the last lookup.
+int current_status(const char* name, struct stat& status) {
+  constexpr int kLookups = 100;
+  int error = 0;
+  for (int lookup = 0; lookup < kLookups; ++lookup) {
+    error = ::lstat(name, &status) == 0 ? 0 : errno;
+    if (error == ESTALE) continue;
+    if (error != 0 || status.st_nlink != 0) return error;
+  }
+  return error;
+}
+
 Destination destination_of(const std::string& path, const char* op) {
   Destination destination{path};
-  if (::lstat(path.c_str(), &destination.status) != 0) {
-    if (errno != ENOENT) throw_system_error(errno, op, "cannot stat '", path, "'");
+  if (const int error = current_status(path.c_str(), destination.status)) {
+    if (error != ENOENT) throw_system_error(error, op, "cannot stat '", path, "'");
     return destination;
   }
   if (S_ISLNK(destination.status.st_mode)) {
@@ -100,8 +118,8 @@ Destination destination_of(const std::string& path, const char* op) {
     if (::realpath(path.c_str(), target) == nullptr)
       throw_system_error(errno, op, "cannot follow the symbolic link '", path, "' to its target");
     destination.path = target;
-    if (::lstat(target, &destination.status) != 0)
-      throw_system_error(errno, op, "cannot stat '", target, "', the target of '", path, "'");
+    if (const int error = current_status(target, destination.status))
+      throw_system_error(error, op, "cannot stat '", target, "', the target of '", path, "'");
   }
   destination.exists = true;
   const std::string& file = destination.path;
@@ -115,7 +133,8 @@ Destination destination_of(const std::string& path, const char* op) {
   }
   if (::faccessat(AT_FDCWD, file.c_str(), W_OK, AT_EACCESS) != 0)
     throw_system_error(errno, op, "'", file, "' is not writable by this process");
-  check(destination.status.st_nlink == 1, op, "'", file, "' has ", destination.status.st_nlink,
+  // Other names would keep the old data; nlink 0 (see current_status) is a file with none at all.
+  check(destination.status.st_nlink <= 1, op, "'", file, "' has ", destination.status.st_nlink,
         " hard links; replacing it would leave the other names with the old data (remove them, or save to a new "
         "path)");
   return destination;

@@ -21,6 +21,11 @@ std::string read_file(const std::string& path, const char* op);
 // dangling link, a read-only file (no write bit, or not writable by this process), and a file
 // with other hard links (replacing one name would leave the others holding the old data). A new
 // file gets the mode any new file gets (0666 minus the umask).
+//
+// Concurrent writes to one path, from threads or processes, all succeed: each has its own
+// temporary file, the last rename wins, and a reader opens either the old file or one writer's
+// whole new file. The file a concurrent write has just replaced (st_nlink == 0) counts as having
+// no other names.
 void write_file_atomically(const std::string& path, const std::string& bytes, const char* op);
 
 }  // namespace tg::detail

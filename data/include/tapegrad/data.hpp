@@ -18,7 +18,7 @@
 #include "tapegrad/data/data_loader.hpp"
 #include "tapegrad/data/dataset.hpp"
 #include "tapegrad/data/idx.hpp"
-#include "tapegrad/data/normalize.hpp"  // a data set's mean and std, and standardising it in place
+#include "tapegrad/data/normalize.hpp"  // mean and std of a data set (whole, per feature, per channel); standardising in place
 #include "tapegrad/data/progress_bar.hpp"  // tg::ProgressBar (namespace tg): a loop's line of progress
 #include "tapegrad/data/sampler.hpp"
 #include "tapegrad/data/distributed_sampler.hpp"  // each replica's share, for tg::dist

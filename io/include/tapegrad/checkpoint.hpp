@@ -13,7 +13,9 @@
 /// a crash or a full disk during a save leaves the previous checkpoint intact (a process killed
 /// mid-save may leave a ".tapegrad-<pid>-<n>.tmp" behind; it is never read). A save replaces only
 /// a regular file, keeping its mode, and writes through a symbolic link to its target; see
-/// write_file_atomically in core/src/io/file.hpp for what it refuses. Loads verify everything —
+/// write_file_atomically in core/src/io/file.hpp for what it refuses. Saves to one path from
+/// several threads or processes at once all succeed, the last one wins, and a load meanwhile
+/// reads one whole checkpoint (the previous one, or one of theirs). Loads verify everything —
 /// the format, a CRC-32C of the whole file (header and data), the format version, every
 /// parameter's presence and shape — before changing anything, and throw tg::Error saying what is
 /// wrong; on error the model, the optimizer and the scheduler are left exactly as they were.

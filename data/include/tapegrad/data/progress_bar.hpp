@@ -23,6 +23,10 @@
 ///   epoch 3/10 60000/60000  loss 0.4123  acc 0.87  test_acc 0.89  31250 samples/s  in 1.9s
 /// @endcode
 ///
+/// A rank of an MPI job writes lines too, terminal or not: mpirun hands each rank a
+/// pseudo-terminal (Open MPI does) even when its own output goes to a file, so `mpirun ... > log`
+/// would otherwise fill the log with redrawn lines. ProgressBarOptions::terminal overrides both rules.
+///
 /// Not thread-safe: one thread updates a bar.
 #pragma once
 
@@ -42,12 +46,16 @@ struct ProgressMetric {
   double value;      ///< printed with 4 significant digits
 };
 
-/// ProgressBar's options.
+/// How a ProgressBar prints; every member has a default, so `{}` or `{.unit = "samples"}` will do.
 struct ProgressBarOptions {
-  /// Redraw in place? By default, when the stream is std::cout (std::cerr, std::clog) and its file
-  /// descriptor is a terminal (isatty).
+  /// The mode: true redraws one line in place (`\r`, at most ten times a second), false prints one
+  /// line at finish() only. Default (nullopt): redraw when the stream is std::cout (std::cerr,
+  /// std::clog), its file descriptor is a terminal (isatty), and the process is not a rank of an
+  /// MPI launch (none of OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK is set: Open MPI, PMIx,
+  /// MPICH/Hydra and Intel MPI set them), since mpirun gives ranks a terminal even when their
+  /// output goes to a file. Set it to force either mode.
   std::optional<bool> terminal{};
-  /// What `done` counts, for the rate: "samples" prints "… samples/s".
+  /// What `done` counts, for the rate: "samples" prints "… samples/s". Default "it".
   std::string unit = "it";
   /// Seconds on a monotonic clock; by default std::chrono::steady_clock. Tests inject their own.
   std::function<double()> clock{};
