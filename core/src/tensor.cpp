@@ -13,7 +13,6 @@
 #include "dispatch.hpp"
 #include "memory/block_cache.hpp"
 #include "memory/small_block_pool.hpp"
-#include "ops/elementwise.hpp"
 #include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 #include "tensor_impl.hpp"
