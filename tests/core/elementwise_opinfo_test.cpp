@@ -105,6 +105,18 @@ const std::vector<OpInfo>& op_table() {
       unary("log", "log", [](const Tensor& x) { return x.log(); }, "core_ops.txt", kPositive),
       // --- arithmetic (elementwise.txt, tests/fixtures/make_elementwise_fixtures.py) ---
       unary("log1p", "log1p", [](const Tensor& x) { return x.log1p(); }, "elementwise.txt", kOpen),
+      unary("rsqrt", "rsqrt", [](const Tensor& x) { return x.rsqrt(); }, "elementwise.txt", kPositive),
+      unary("pow_base2p5", "pow", [](const Tensor& x) { return tg::pow(2.5, x); }, "elementwise.txt", kReal),
+      // 0^e: its gradient is 0 by convention for e >= 0 and -inf·0^e for e < 0; gradcheck on e > 0.
+      unary("pow_base0", "pow", [](const Tensor& x) { return tg::pow(0.0, x); }, "elementwise.txt", kPositive),
+      binary("pow_tensor", "pow", [](const Tensor& a, const Tensor& b) { return a.pow(b); }, "elementwise.txt",
+             [] {
+               const std::vector<std::string> shapes = {"2x3_2x3", "2x3_3", "4x1x3_2x1", "3_2x3", "s_2x2"};
+               std::vector<std::string> cases = prefixed("pow_tensor_", shapes);
+               for (const std::string& name : prefixed("pow_tensor_zero_base_", shapes)) cases.push_back(name);
+               return cases;
+             }(),
+             {0.5, 2.0}, kReal),
       unary("abs", "abs", [](const Tensor& x) { return tg::abs(x); }, "elementwise.txt", {-0.9, 0.9, {0.0}}),
       // --- activations ---
       unary("relu", "relu", [](const Tensor& x) { return tg::relu(x); }, "core_ops.txt", {-2.0, 2.0, {0.0}}),
@@ -120,6 +132,21 @@ const std::vector<OpInfo>& op_table() {
       unary("clamp_max", "clamp", [](const Tensor& x) { return tg::clamp(x, std::nullopt, 0.25); }, "elementwise.txt",
             {-0.9, 0.9, {0.25}}),
       unary("clamp_crossed", "clamp", [](const Tensor& x) { return x.clamp(0.5, -0.5); }, "elementwise.txt", kOpen),
+      // --- clamp with tensor bounds, broadcast with x ---
+      {"clamp_tensor_both", "clamp",
+       [](const Operands& in) { return tg::clamp(in[0], in[1], in[2]); }, {"x", "min", "max"}, "elementwise.txt",
+       {"clamp_tensor_both_2x3_2x3_2x3", "clamp_tensor_both_2x3_3_2x1", "clamp_tensor_both_2x1_3_1x3"},
+       {{-1.5, 1.5}, {-1.0, 0.0}, {0.0, 1.0}},
+       {{{2, 3}, {2, 3}, {2, 3}}, {{2, 3}, {3}, {2, 1}}, {{}, {2, 2}, {2, 1}}, {{4}, {}, {}}}},
+      // the same with the bounds drawn across each other (min > max in places)
+      {"clamp_tensor_crossed", "clamp",
+       [](const Operands& in) { return tg::clamp(in[0], in[1], in[2]); }, {"x", "min", "max"}, "elementwise.txt", {},
+       {{-1.5, 1.5}, {-1.0, 1.0}, {-1.0, 1.0}}, {{{3, 4}, {3, 4}, {3, 4}}, {{2, 3}, {3}, {2, 1}}}},
+      {"clamp_tensor_min", "clamp", [](const Operands& in) { return in[0].clamp(in[1]); }, {"x", "min"},
+       "elementwise.txt", {"clamp_tensor_min_4x1x3_2x1"}, {{-1.0, 1.0}, {-1.0, 1.0}},
+       {{{4, 1, 3}, {2, 1}}, {{3}, {2, 3}}}},
+      {"clamp_tensor_max", "clamp", [](const Operands& in) { return in[0].clamp(std::nullopt, in[1]); }, {"x", "max"},
+       "elementwise.txt", {"clamp_tensor_max_3_2x3"}, {{-1.0, 1.0}, {-1.0, 1.0}}, {{{3}, {2, 3}}, {{2, 3}, {}}}},
   };
   return table;
 }
@@ -135,8 +162,8 @@ Tensor draw(const Shape& shape, const Domain& domain) {
   return t.requires_grad_();
 }
 
-// actual against PyTorch's value: the same shape and dtype, NaN and ±inf where PyTorch has them,
-// finite values within tol · (1 + |expected|).
+// actual against PyTorch's value: the same shape and dtype, NaN and ±inf where PyTorch has them
+// (0^−½'s infinite gradient, say), finite values within tol · (1 + |expected|).
 void require_matches(const Tensor& actual, const Tensor& expected, double tol) {
   REQUIRE(actual.defined());
   REQUIRE(actual.shape() == expected.shape());

@@ -1,14 +1,19 @@
-// + - * / with broadcasting and scalars, unary -, sqrt, pow, exp, log, relu: the
+// + - * / and pow with broadcasting and scalars, unary -, sqrt, rsqrt, pow, exp, log, relu: the
 // values that a hand derivation or PyTorch's printed output pins down (edge values, conventions at
 // 0, errors). The fixture, gradcheck, dtype and empty checks of every op are the rows of
 // elementwise_opinfo_test.cpp.
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core_test_util.hpp"
 
+using tg::Shape;
 using tg::Tensor;
+using tg::testing::kInf;
+using tg::testing::kNaN;
 using tg::testing::random_leaf;
+using tg::testing::require_ieee_equal;
 
 TEST_CASE("broadcasting shapes follow NumPy rules", "[core][elementwise]") {
   CHECK(tg::broadcast_shapes({2, 3}, {3}) == tg::Shape{2, 3});
@@ -131,14 +136,89 @@ TEST_CASE("gradcheck: pow with other exponents", "[core][elementwise][gradcheck]
   TG_REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return in[0].pow(exponent); }, std::vector<Tensor>{x});
 }
 
+TEST_CASE("rsqrt at hand-derived points, ±inf, NaN and 0 as PyTorch", "[core][elementwise]") {
+  // torch.rsqrt(x) and x.grad for y.backward(ones), float64, printed by torch 1.13.
+  const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64);
+  Tensor x = tg::tensor({-1.0, 0.0, -0.0, 4.0, kInf, kNaN, 0.25}, {}, dtype).requires_grad_();
+  const Tensor y = tg::rsqrt(x);
+  CHECK(std::string(y.grad_fn_name()) == "RsqrtBackward");
+  require_ieee_equal(y, {kNaN, kInf, -kInf, 0.5, 0.0, kNaN, 2.0}, 0.0);
+  y.backward(tg::ones({7}, dtype));
+  // −½ y³: −½ · (1/2)³ = −1/16 at 4, −½ · 2³ = −4 at ¼.
+  require_ieee_equal(x.grad(), {kNaN, -kInf, kInf, -0.0625, -0.0, kNaN, -4.0}, 0.0);
+}
+
+TEST_CASE("pow with a tensor exponent: values and PyTorch's gradient conventions", "[core][elementwise][pow]") {
+  // torch.pow(b, e), b.grad and e.grad for y.backward(ones), float64, printed by torch 1.13:
+  // d/db = e·b^(e−1) (0 where e = 0); d/de = b^e·log(b) (0 where b = 0 and e >= 0).
+  const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64);
+  Tensor base = tg::tensor({0, 0, 0, 2, -2, -1, kInf, -kInf, kNaN, 0}, {}, dtype).requires_grad_();
+  Tensor exponent = tg::tensor({2, 0, -1, 0.5, 3, 0.5, 0.5, 0.5, 1, -0.0}, {}, dtype).requires_grad_();
+  const Tensor y = tg::pow(base, exponent);
+  CHECK(std::string(y.grad_fn_name()) == "PowBackward");
+  const double tol = dtype == tg::kFloat32 ? 1e-6 : 1e-15;
+  // C's pow: (-inf)^0.5 is +inf here (the scalar-exponent pow sends 0.5 through sqrt instead).
+  require_ieee_equal(y, {0, 1, kInf, std::sqrt(2.0), -8, kNaN, kInf, kInf, kNaN, 1}, tol);
+  y.backward(tg::ones({10}, dtype));
+  require_ieee_equal(base.grad(), {0, 0, -kInf, 0.5 / std::sqrt(2.0), 12, kNaN, 0, 0, 1, 0}, tol);
+  require_ieee_equal(exponent.grad(), {0, 0, -kInf, std::sqrt(2.0) * std::log(2.0), kNaN, kNaN, kInf, kNaN, kNaN, 0},
+                     tol);
+}
+
+TEST_CASE("pow with a tensor exponent broadcasts and sums gradients back", "[core][elementwise][pow]") {
+  Tensor base = tg::tensor({1, 2, 3}, {3, 1}, tg::kFloat64).requires_grad_();
+  Tensor exponent = tg::tensor({0, 1, 2}, {3}, tg::kFloat64).requires_grad_();
+  const Tensor y = base.pow(exponent);
+  REQUIRE(y.shape() == Shape{3, 3});
+  CHECK(y.to_vector<double>() == std::vector<double>{1, 1, 1, 1, 2, 4, 1, 3, 9});
+  y.sum().backward();
+  // d/db = Σ_e e·b^(e−1) = 0 + 1 + 2b;  d/de = Σ_b b^e·log b.
+  CHECK(base.grad().to_vector<double>() == std::vector<double>{3, 5, 7});
+  const double l2 = std::log(2.0), l3 = std::log(3.0);
+  require_ieee_equal(exponent.grad(), {l2 + l3, 2 * l2 + 3 * l3, 4 * l2 + 9 * l3}, 1e-15);
+}
+
+TEST_CASE("pow with a scalar base: values and PyTorch's gradient conventions", "[core][elementwise][pow]") {
+  // torch.pow(base, e) and e.grad for y.backward(ones), float64, printed by torch 1.13.
+  struct Case {
+    double base;
+    std::vector<double> y, de;  // for e = [2, 0, -1, 0.5, nan]
+  };
+  const double l2 = std::log(2.0);
+  const Case c = GENERATE_COPY(Case{0.0, {0, 1, kInf, 0, kNaN}, {0, 0, -kInf, 0, kNaN}},
+                               Case{2.0, {4, 1, 0.5, std::sqrt(2.0), kNaN}, {4 * l2, l2, 0.5 * l2, std::sqrt(2.0) * l2, kNaN}},
+                               Case{1.0, {1, 1, 1, 1, 1}, {0, 0, 0, 0, 0}},
+                               Case{-2.0, {4, 1, -0.5, kNaN, kNaN}, {kNaN, kNaN, kNaN, kNaN, kNaN}});
+  INFO("base " << c.base);
+  Tensor exponent = tg::tensor({2, 0, -1, 0.5, kNaN}, {}, tg::kFloat64).requires_grad_();
+  const Tensor y = tg::pow(c.base, exponent);
+  require_ieee_equal(y, c.y, 1e-15);
+  y.backward(tg::ones({5}, tg::kFloat64));
+  require_ieee_equal(exponent.grad(), c.de, 1e-15);
+  // float32 keeps float32, the base rounded to it.
+  CHECK(tg::pow(c.base, tg::ones({2})).dtype() == tg::kFloat32);
+}
+
+TEST_CASE("pow refuses mismatched operands, naming the op", "[core][elementwise][pow][errors]") {
+  const Tensor a = tg::ones({2, 3});
+  REQUIRE_TG_ERROR(a.pow(tg::ones({2, 3}, tg::kFloat64)),
+                   Catch::StartsWith("pow:") && Catch::Contains("float32") && Catch::Contains("float64"));
+  REQUIRE_TG_ERROR(tg::pow(a, tg::ones({4})), Catch::StartsWith("pow:") && Catch::Contains("[2, 3]") &&
+                                                  Catch::Contains("[4]"));
+  REQUIRE_TG_ERROR(tg::pow(a, Tensor()), Catch::StartsWith("pow:") && Catch::Contains("undefined"));
+  REQUIRE_TG_ERROR(tg::pow(2.0, Tensor()), Catch::StartsWith("pow:") && Catch::Contains("undefined"));
+}
+
 TEST_CASE("unary ops record their PyTorch node names", "[core][elementwise]") {
   const Tensor x = tg::ones({2}, tg::kFloat64).requires_grad_();
   CHECK(std::string((-x).grad_fn_name()) == "NegBackward");
   CHECK(std::string(x.sqrt().grad_fn_name()) == "SqrtBackward");
   CHECK(std::string(x.pow(3).grad_fn_name()) == "PowBackward");
+  CHECK(std::string(tg::pow(2.0, x).grad_fn_name()) == "PowBackward");
   CHECK(std::string(x.exp().grad_fn_name()) == "ExpBackward");
   CHECK(std::string(x.log().grad_fn_name()) == "LogBackward");
   CHECK(std::string(x.relu().grad_fn_name()) == "ReluBackward");
   tg::NoGradGuard no_grad;
-  CHECK(x.sqrt().grad_fn_name() == nullptr);
+  CHECK(x.rsqrt().grad_fn_name() == nullptr);
+  CHECK(x.pow(x).grad_fn_name() == nullptr);
 }

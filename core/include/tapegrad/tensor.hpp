@@ -109,7 +109,14 @@ class Tensor {
   }
   Tensor var(const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false) const;
   Tensor sqrt() const;
+  /// 1 / √x elementwise, as torch.rsqrt (float32, float64): +inf at 0, NaN below 0. The gradient
+  /// is −½ g · rsqrt(x)³.
+  Tensor rsqrt() const;
   Tensor pow(double exponent) const;
+  /// x^exponent elementwise with broadcasting, as torch.pow(Tensor, Tensor): both of one dtype
+  /// (float32, float64). Gradients to both, as PyTorch's: to x, g · e · x^(e−1) (0 where e = 0);
+  /// to the exponent, g · x^e · log(x) (0 where x = 0 and e >= 0, and NaN where x < 0).
+  Tensor pow(const Tensor& exponent) const;
   Tensor exp() const;
   Tensor log() const;
   Tensor relu() const;
@@ -121,6 +128,11 @@ class Tensor {
   Tensor abs() const;                                        // gradient 0 at 0
   // min(max(x, min), max), either bound optional (not both absent); gradient where min <= x <= max.
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  /// min(max(x, min), max) with tensor bounds, as torch.clamp(Tensor, Tensor?, Tensor?): x and the
+  /// given bounds (at least one, of x's dtype) broadcast together; a NaN in any of them gives NaN.
+  /// Gradient to x where min <= x <= max; to min where x < min (and min < max); to max where
+  /// x > max (or max < min): PyTorch's rules, each summed back to its operand's shape.
+  Tensor clamp(const std::optional<Tensor>& min, const std::optional<Tensor>& max = std::nullopt) const;
   Tensor clamp_min(double min) const;
   Tensor clamp_max(double max) const;
   // Elementwise max/min with broadcasting; NaN wins; at a tie each side gets half the gradient.
@@ -269,7 +281,15 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);  // out[c] = x
 // x with src[c] added at x[c, dim := index[c]]; gradients flow to x and src.
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor sqrt(const Tensor& x);
+/// 1 / √x elementwise: see Tensor::rsqrt.
+Tensor rsqrt(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
+/// base^exponent elementwise with broadcasting: see Tensor::pow(const Tensor&).
+Tensor pow(const Tensor& base, const Tensor& exponent);
+/// base^exponent for a scalar base, as torch.pow(Scalar, Tensor): the result has the exponent's
+/// dtype (float32, float64), the base rounded to it. Gradient g · base^e · log(base), and 0 where
+/// base = 0 and e >= 0 (PyTorch's convention).
+Tensor pow(double base, const Tensor& exponent);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor relu(const Tensor& x);
@@ -279,6 +299,8 @@ Tensor sigmoid(const Tensor& x);
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 Tensor abs(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
+/// clamp with tensor bounds, broadcasting: see Tensor::clamp(const std::optional<Tensor>&, ...).
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max = std::nullopt);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 // condition (bool) ? a : b elementwise, all three broadcast together; a and b promoted to one dtype.

@@ -1,6 +1,6 @@
-// Binary elementwise operations with broadcasting: + - * /, each through broadcast_binary, its
-// forward right above the closure that sends its gradient back. The unary ones (unary -, sqrt, pow
-// with a scalar exponent, exp, log, relu, ...) are in unary_math.cpp.
+// Binary elementwise operations with broadcasting: + - * / and pow with a tensor exponent, each
+// through broadcast_binary, its forward right above the closure that sends its gradient back. The
+// unary ones (unary -, sqrt, pow with a scalar exponent, exp, log, relu, ...) are in unary_math.cpp.
 #include "ops/elementwise.hpp"
 
 #include <cmath>
@@ -136,5 +136,45 @@ Tensor operator+(double a, const Tensor& b) { return scalar_like(a, b) + b; }
 Tensor operator-(double a, const Tensor& b) { return scalar_like(a, b) - b; }
 Tensor operator*(double a, const Tensor& b) { return scalar_like(a, b) * b; }
 Tensor operator/(double a, const Tensor& b) { return scalar_like(a, b) / b; }
+
+// base^exponent for two tensors, as torch.pow(Tensor, Tensor): C's pow on each pair (no special
+// exponents, unlike the scalar-exponent pow), broadcasting. Gradients (derivatives.yaml,
+// pow_backward_self and pow_backward_exponent), each summed back to its operand's shape:
+//   base:     g · (e · base^(e−1)), and 0 where e = 0
+//   exponent: g · (base^e · log(base)), and g · 0 where base = 0 and e >= 0 (0^e is 0 or 1 there,
+//             where log(0) = -inf would give NaN or -inf)
+// base^e is recomputed from the saved operands rather than saved: the same bits as the forward.
+Tensor pow(const Tensor& base, const Tensor& exponent) try {
+  Tensor out = broadcast_binary(base, exponent, "pow", [](auto b, auto e) { return std::pow(b, e); });
+  if (autograd::needs_grad(base, exponent))
+    autograd::record(out, "PowBackward", {base, exponent},
+                     [saved_base = autograd::SavedTensor(base), saved_exponent = autograd::SavedTensor(exponent)](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor &base = grads.unpack(saved_base), &exponent = grads.unpack(saved_exponent);
+                       // The gradient term(g, base, e) at every element of the output, summed to `shape`.
+                       const auto gradient = [&](const Shape& shape, auto term) {
+                         return detail::sum_to(detail::dispatch_floating("PowBackward", g.dtype(), [&]<typename T>() {
+                                                 return detail::broadcast_map<T, T, T, T>(g.shape(), term, g, base,
+                                                                                          exponent);
+                                               }),
+                                               shape);
+                       };
+                       if (grads.needed(0))
+                         grads.set(0, gradient(base.shape(), [](auto gv, auto b, auto e) {
+                                     using T = decltype(b);
+                                     return e == T(0) ? T(0) : gv * (e * std::pow(b, e - T(1)));
+                                   }));
+                       if (grads.needed(1))
+                         grads.set(1, gradient(exponent.shape(), [](auto gv, auto b, auto e) {
+                                     using T = decltype(b);
+                                     return gv * (b == T(0) && e >= T(0) ? T(0) : std::pow(b, e) * std::log(b));
+                                   }));
+                     });
+  return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("pow");
+}
+
+Tensor Tensor::pow(const Tensor& exponent) const { return tg::pow(*this, exponent); }
 
 }  // namespace tg

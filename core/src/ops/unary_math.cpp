@@ -1,10 +1,11 @@
-// Every unary elementwise op: arithmetic (neg, sqrt, pow with a scalar exponent, exp, log, log1p),
-// activations (relu, tanh, sigmoid, gelu), abs and clamp. Each is
+// Every unary elementwise op: arithmetic (neg, sqrt, rsqrt, pow with a scalar exponent or a
+// scalar base, exp, log, log1p), activations (relu, tanh, sigmoid, gelu), abs and clamp. Each is
 // one call of unary_op: its forward, one map over the tensor, sits right above its derivative, one
 // map2 of the output gradient with the one tensor the derivative needs (the input or the output).
 // Formulas and the operation order are PyTorch's CPU kernels' (ATen's UnaryOpsKernel.cpp,
-// Activation.cpp) and its gradient formulas (derivatives.yaml), and so are the conventions at
-// kinks: relu'(0) = 0, abs'(0) = 0, clamp passes the gradient where min <= x <= max.
+// Activation.cpp, PowKernel.cpp) and its gradient formulas (derivatives.yaml), and so are the
+// conventions at kinks: relu'(0) = 0, abs'(0) = 0, clamp passes the gradient where min <= x <= max.
+// clamp with tensor bounds broadcasts its three operands, so it is written out at the end.
 #include <cmath>
 #include <numbers>
 #include <optional>
@@ -12,7 +13,9 @@
 
 #include "autograd/node.hpp"
 #include "map.hpp"
+#include "ops/broadcast.hpp"
 #include "ops/gelu_kernels.hpp"
+#include "ops/reduction.hpp"
 #include "out_of_memory.hpp"
 
 namespace tg {
@@ -103,6 +106,21 @@ Tensor Tensor::sqrt() const {
       [](auto g, auto y) { return g / (y + y); });  // d √x/dx = 1 / (2 √x)
 }
 
+// PyTorch's rsqrt kernel divides (1 / √x, no reciprocal-square-root estimate); its gradient is
+// −½ g y³ from the output (derivatives.yaml: -0.5 * grad * result.pow(3), y³ as y·y·y).
+Tensor Tensor::rsqrt() const {
+  return unary_op<Saved::Output>(
+      *this, "rsqrt", "RsqrtBackward",
+      [](auto v) {
+        using T = decltype(v);
+        return T(1) / std::sqrt(v);
+      },
+      [](auto g, auto y) {
+        using T = decltype(y);
+        return (T(-0.5) * g) * (y * y * y);  // d x^(−½)/dx = −½ x^(−3/2) = −½ y³
+      });
+}
+
 Tensor Tensor::pow(double exponent) const {
   return unary_op<Saved::Input>(
       *this, "pow", "PowBackward",
@@ -111,6 +129,25 @@ Tensor Tensor::pow(double exponent) const {
         using T = decltype(x);
         const T p = static_cast<T>(exponent);
         return exponent == 0.0 ? T(0) : g * p * power(x, p - T(1));  // d x^p/dx = p x^(p−1)
+      });
+}
+
+// base^e with a scalar base, as torch.pow(Scalar, Tensor): the base rounded to the exponent's dtype,
+// then C's pow. d base^e/de = base^e · log(base), with log(base) rounded to the dtype and base^e
+// recomputed from the saved exponent rather than saved; at base = 0, PyTorch's convention: 0 where
+// e >= 0 (where 0^e is 0 or 1 and log(0) = -inf would give NaN or -inf).
+Tensor pow(double base, const Tensor& exponent) {
+  return unary_op<Saved::Input>(
+      exponent, "pow", "PowBackward",
+      [base](auto e) {
+        using T = decltype(e);
+        return static_cast<T>(std::pow(static_cast<T>(base), e));
+      },
+      [base](auto g, auto e) {
+        using T = decltype(e);
+        if (base == 0.0 && e >= T(0)) return g * T(0);
+        const T power_of_base = static_cast<T>(std::pow(static_cast<T>(base), e));
+        return g * (power_of_base * static_cast<T>(std::log(base)));
       });
 }
 
@@ -241,7 +278,74 @@ Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const
 Tensor Tensor::clamp_min(double min) const { return clamp(min, std::nullopt); }
 Tensor Tensor::clamp_max(double max) const { return clamp(std::nullopt, max); }
 
+// torch.clamp(x, min, max) with tensor bounds: x, min and max broadcast together (one of the bounds
+// may be absent), of x's dtype. Forward: min(max(x, lo), hi) as above; a NaN anywhere gives NaN
+// (PyTorch's maximum/minimum with a tensor, and its clamp kernel with both). An absent bound is a
+// 0-d ±inf, which changes no value. Gradients (derivatives.yaml, clamp_backward_min_max), each
+// summed back to its operand's shape:
+//   x:   g where lo <= x <= hi
+//   min: g where x < lo, and lo < hi when max is given (a crossed min loses to max)
+//   max: g where x > hi, or hi < lo when min is given (a crossed max wins everywhere)
+// NaN fails every comparison: no gradient flows to any operand there.
+Tensor Tensor::clamp(const std::optional<Tensor>& min, const std::optional<Tensor>& max) const try {
+  const char* op = "clamp";
+  check(defined(), op, "undefined tensor");
+  check(min || max, op, "at least one of min and max must be given");
+  detail::check_dtype<detail::FloatingDTypes>(op, dtype());
+  for (const auto& [bound, name] : {std::pair{&min, "min"}, std::pair{&max, "max"}}) {
+    if (!*bound) continue;
+    check((*bound)->defined(), op, name, " is an undefined tensor (pass std::nullopt for no bound)");
+    check((*bound)->dtype() == dtype(), op, "dtypes differ: input ", dtype(), ", ", name, " ", (*bound)->dtype(),
+          " (convert one with .to())");
+  }
+  const bool has_min = min.has_value(), has_max = max.has_value();
+  const Tensor low = has_min ? *min : scalar_tensor(-INFINITY, dtype());
+  const Tensor high = has_max ? *max : scalar_tensor(INFINITY, dtype());
+  const Shape out_shape = broadcast_shapes(broadcast_shapes(shape(), low.shape(), op), high.shape(), op);
+  Tensor out = detail::dispatch_floating(op, dtype(), [&]<typename T>() {
+    return detail::broadcast_map<T, T, T, T>(
+        out_shape,
+        [](T x, T lo, T hi) {
+          const T raised = x < lo ? lo : x;
+          return lo != lo || hi != hi ? T(NAN) : (hi < raised ? hi : raised);
+        },
+        *this, low, high);
+  });
+  if (autograd::needs_grad(*this, low, high))
+    autograd::record(out, "ClampBackward", {*this, low, high},
+                     [saved_x = autograd::SavedTensor(*this), saved_low = autograd::SavedTensor(low),
+                      saved_high = autograd::SavedTensor(high), has_min,
+                      has_max](const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor &x = grads.unpack(saved_x), &low = grads.unpack(saved_low),
+                                    &high = grads.unpack(saved_high);
+                       // The output gradient where passes(x, lo, hi) holds, 0 elsewhere, summed to `shape`.
+                       const auto masked = [&](const Shape& shape, auto passes) {
+                         return detail::sum_to(
+                             detail::dispatch_floating("ClampBackward", g.dtype(), [&]<typename T>() {
+                               return detail::broadcast_map<T, T, T, T, T>(
+                                   g.shape(), [passes](T gv, T xv, T lo, T hi) { return passes(xv, lo, hi) ? gv : T(0); },
+                                   g, x, low, high);
+                             }),
+                             shape);
+                       };
+                       if (grads.needed(0))
+                         grads.set(0, masked(x.shape(), [](auto xv, auto lo, auto hi) { return xv >= lo && xv <= hi; }));
+                       if (grads.needed(1))
+                         grads.set(1, masked(low.shape(), [has_max](auto xv, auto lo, auto hi) {
+                                     return xv < lo && (!has_max || lo < hi);
+                                   }));
+                       if (grads.needed(2))
+                         grads.set(2, masked(high.shape(), [has_min](auto xv, auto lo, auto hi) {
+                                     return xv > hi || (has_min && hi < lo);
+                                   }));
+                     });
+  return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("clamp");
+}
+
 Tensor sqrt(const Tensor& x) { return x.sqrt(); }
+Tensor rsqrt(const Tensor& x) { return x.rsqrt(); }
 Tensor pow(const Tensor& x, double exponent) { return x.pow(exponent); }
 Tensor exp(const Tensor& x) { return x.exp(); }
 Tensor log(const Tensor& x) { return x.log(); }
@@ -252,5 +356,8 @@ Tensor sigmoid(const Tensor& x) { return x.sigmoid(); }
 Tensor gelu(const Tensor& x, std::string_view approximate) { return x.gelu(approximate); }
 Tensor abs(const Tensor& x) { return x.abs(); }
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) { return x.clamp(min, max); }
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
+  return x.clamp(min, max);
+}
 
 }  // namespace tg
