@@ -74,9 +74,11 @@ class Tensor {
   // thread, even while a backward runs: it returns the gradient before or after an accumulation,
   // never a half-written one (a stored gradient is never modified, only replaced).
   Tensor grad() const;
-  // Same shape and dtype, or undefined to reset. Neither the tensor itself nor a tensor that has a
-  // gradient of its own (either would let tensors own each other).
-  void set_grad(const Tensor& grad);
+  /// Replaces the gradient: same shape and dtype, or undefined to reset. Neither the tensor itself
+  /// nor a tensor that has a gradient of its own (either would let tensors own each other).
+  /// Callable on a const handle, like PyTorch's `.grad =`: the gradient belongs to the tensor that
+  /// every handle refers to, not to the handle.
+  void set_grad(const Tensor& grad) const;
   void backward() const;              // on a one-element tensor: d(self)/d(self) = 1
   void backward(const Tensor& grad_output) const;  // vector-Jacobian product with grad_output
   Tensor detach() const;  // shares storage, cut from the tape
