@@ -13,7 +13,6 @@
 #include "dispatch.hpp"
 #include "memory/block_cache.hpp"
 #include "memory/small_block_pool.hpp"
-#include "ops/elementwise.hpp"
 #include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 #include "tensor_impl.hpp"
@@ -330,7 +329,7 @@ Tensor Tensor::grad() const {
   return impl.grad;
 }
 
-void Tensor::set_grad(const Tensor& grad) {
+void Tensor::set_grad(const Tensor& grad) const {
   checked(*this, "set_grad");
   check(!grad.defined() || (grad.shape() == shape() && grad.dtype() == dtype()), "set_grad", "expected a ", dtype(),
         " gradient of shape ", shape(), ", got ", grad.defined() ? name(grad.dtype()) : "undefined", " ",

@@ -1,5 +1,5 @@
-// GELU, Tanh, Sigmoid, Identity and Flatten: the modules and the functional forms. The kernels
-// are core's elementwise ops (core/src/ops/unary_math.cpp: one fused map forward, one map2
+// ReLU, GELU, Tanh, Sigmoid, Identity and Flatten: the modules and the functional forms. The
+// kernels are core's elementwise ops (core/src/ops/unary_math.cpp: one map forward, one map2
 // backward, one tape node each), written once there and called from here.
 #include <utility>
 
@@ -7,6 +7,11 @@
 #include "tapegrad/nn/functional.hpp"
 
 namespace tg::nn {
+
+Tensor functional::relu(const Tensor& x) {
+  check(x.defined(), "relu", "undefined input");
+  return tg::relu(x);
+}
 
 Tensor functional::gelu(const Tensor& x, std::string_view approximate) {
   check(x.defined(), "gelu", "undefined input");
@@ -28,6 +33,7 @@ GELU::GELU(std::string approximate) : approximate(std::move(approximate)) {
         "approximate must be \"none\" or \"tanh\", got \"", this->approximate, "\"");
 }
 
+Tensor ReLU::forward(const Tensor& x) { return functional::relu(x); }
 Tensor GELU::forward(const Tensor& x) { return functional::gelu(x, approximate); }
 Tensor Tanh::forward(const Tensor& x) { return functional::tanh(x); }
 Tensor Sigmoid::forward(const Tensor& x) { return functional::sigmoid(x); }

@@ -126,6 +126,19 @@ TEST_CASE("copies of a Tensor handle share storage and grad", "[core][autograd]"
   CHECK_FALSE(b.grad().defined());
 }
 
+TEST_CASE("set_grad works through a const handle, like PyTorch's .grad =", "[core][autograd]") {
+  Tensor a = tg::zeros({2}, tg::kFloat64).requires_grad_();
+  const Tensor handle = a;  // a const handle to the same tensor
+  handle.set_grad(tg::tensor({1, 2}, {}, tg::kFloat64));
+  CHECK(a.grad().to_vector<double>() == std::vector<double>{1, 2});
+  // A const reference, as a function taking parameters by const& holds them.
+  const auto reset = [](const Tensor& parameter) { parameter.set_grad(Tensor()); };
+  reset(a);
+  CHECK_FALSE(handle.grad().defined());
+  // The same checks as through a mutable handle.
+  REQUIRE_TG_ERROR(handle.set_grad(tg::zeros({3}, tg::kFloat64)), Catch::Contains("set_grad") && Catch::Contains("[3]"));
+}
+
 TEST_CASE("a second backward through a released graph is a clear tg::Error", "[core][autograd]") {
   Tensor x = tg::ones({2}, tg::kFloat64).requires_grad_();
   const Tensor y = (x * 2.0).exp();

@@ -166,19 +166,10 @@ TEST_CASE("dtype: every op that does not support int64 or bool throws, naming th
   INFO(dtype_name);
   Tensor a = tg::ones({2, 2}, dtype);
   const Tensor b = tg::ones({2, 2}, dtype);
-  const Tensor row = tg::ones({2}, dtype);
   const std::vector<std::pair<const char*, std::function<void()>>> ops = {
-      {"add", [&] { (void)(a + b); }},
-      {"add", [&] { (void)(a + row); }},  // the broadcasting path
-      {"sub", [&] { (void)(a - b); }},
+      // (each elementwise op: a row of elementwise_opinfo_test.cpp; here, the scalar operand forms)
       {"mul", [&] { (void)(a * 2.0); }},
       {"div", [&] { (void)(1.0 / a); }},
-      {"neg", [&] { (void)(-a); }},
-      {"sqrt", [&] { (void)a.sqrt(); }},
-      {"pow", [&] { (void)a.pow(2.0); }},
-      {"exp", [&] { (void)tg::exp(a); }},
-      {"log", [&] { (void)a.log(); }},
-      {"relu", [&] { (void)a.relu(); }},
       {"sum", [&] { (void)a.sum(); }},
       {"sum", [&] { (void)a.sum({0}); }},
       {"mean", [&] { (void)a.mean({-1}, true); }},

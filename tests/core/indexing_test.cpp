@@ -140,3 +140,27 @@ TEST_CASE("indexing backward gives the same bits at any thread count", "[core][i
     return std::vector<Tensor>{picked, gathered, scattered, x.grad(), src.grad()};
   });
 }
+
+TEST_CASE("gather and scatter_add count a 0-d tensor as one dim, as PyTorch", "[core][indexing]") {
+  // torch 1.13: x = torch.tensor(3., requires_grad=True); torch.gather(x, 0, torch.tensor([0]))
+  // is tensor([3.]) of shape [1]; backward with [2.] gives x.grad = tensor(2.) (0-d).
+  Tensor x = tg::scalar_tensor(3.0, tg::kFloat64).requires_grad_();
+  const Tensor y = tg::gather(x, 0, int64_values({0}, {1}));
+  REQUIRE(y.shape() == tg::Shape{1});
+  CHECK(y.item() == 3.0);
+  y.backward(tg::tensor({2.0}, {1}, tg::kFloat64));
+  REQUIRE(x.grad().shape() == tg::Shape{});
+  CHECK(x.grad().item() == 2.0);
+  // Repeats too (torch: tensor([3., 3.])), dim -1, and a 0-d index into a [3] input (torch: tensor(3.)).
+  CHECK(x.gather(-1, int64_values({0, 0}, {2})).to_vector<double>() == std::vector<double>{3, 3});
+  const Tensor picked = tg::tensor({1, 2, 3}, {}, tg::kFloat64).gather(0, tg::scalar_tensor(2, tg::kInt64));
+  CHECK(picked.shape() == tg::Shape{});
+  CHECK(picked.item() == 3.0);
+  // scatter_add the same way: torch.scatter_add(torch.tensor(1.), 0, torch.tensor([0]), torch.tensor([5.])) = 6.
+  const Tensor added = tg::scalar_tensor(1.0).scatter_add(0, int64_values({0}, {1}), tg::tensor({5.0}, {1}));
+  CHECK(added.shape() == tg::Shape{});
+  CHECK(added.item() == 6.0);
+  // Still refused: an index past the single element, and a 2-d index for a 0-d input.
+  REQUIRE_TG_ERROR(x.gather(0, int64_values({1}, {1})), Catch::Contains("gather") && Catch::Contains("index 1"));
+  REQUIRE_TG_ERROR(x.gather(0, int64_values({0}, {1, 1})), Catch::Contains("gather") && Catch::Contains("as many dims"));
+}

@@ -150,3 +150,26 @@ TEST_CASE("join and split refuse bad arguments with tg::Error", "[core][join][er
   REQUIRE_TG_ERROR(a.chunk(0), Contains("chunk") && Contains("chunks > 0"));
   REQUIRE_TG_ERROR(tg::scalar_tensor(1).chunk(1), Contains("chunk") && Contains("0-d"));
 }
+
+TEST_CASE("cat of inputs that are all skipped [0] tensors still records CatBackward, as PyTorch", "[core][join]") {
+  // torch 1.13: a = torch.zeros(0, requires_grad=True); c = torch.cat([a, b]) requires grad
+  // (grad_fn CatBackward0), and c.sum().backward() gives a.grad = tensor([]), as it does to every
+  // input that requires grad, also beside a constant.
+  Tensor a = tg::zeros({0}, tg::kFloat64).requires_grad_();
+  Tensor b = tg::zeros({0}, tg::kFloat64).requires_grad_();
+  const Tensor constant = tg::zeros({0}, tg::kFloat64);
+  const Tensor joined = tg::cat({a, constant, b});
+  REQUIRE(joined.shape() == tg::Shape{0});
+  REQUIRE(joined.requires_grad());
+  CHECK(std::string(joined.grad_fn_name()) == "CatBackward");
+  joined.sum().backward();
+  REQUIRE(a.grad().defined());
+  REQUIRE(b.grad().defined());
+  CHECK(a.grad().shape() == tg::Shape{0});
+  CHECK(b.grad().shape() == tg::Shape{0});
+  CHECK(a.grad().dtype() == tg::kFloat64);
+  // Nothing that requires grad: nothing recorded.
+  CHECK_FALSE(tg::cat({constant, constant}).requires_grad());
+  tg::NoGradGuard no_grad;
+  CHECK_FALSE(tg::cat({a, b}).requires_grad());
+}

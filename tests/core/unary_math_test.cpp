@@ -1,5 +1,6 @@
-// log1p, tanh, sigmoid, gelu, abs, clamp (core/src/ops/unary_math.cpp): PyTorch fixtures
-// (tests/fixtures/make_elementwise_fixtures.py), hand-derived values at the kinks, gradcheck.
+// log1p, tanh, sigmoid, gelu, abs, clamp with scalar and tensor bounds (core/src/ops/unary_math.cpp):
+// hand-derived values at the kinks, PyTorch's printed values at ±inf, NaN and -0, and errors. The
+// fixture, gradcheck, dtype and empty checks of every op are the rows of elementwise_opinfo_test.cpp.
 #include <cmath>
 #include <functional>
 #include <map>
@@ -7,10 +8,10 @@
 #include "core_test_util.hpp"
 
 using tg::Tensor;
-using tg::testing::fixture;
-using tg::testing::fixture_tol;
-using tg::testing::leaf;
-using tg::testing::random_leaf;
+using tg::Shape;
+using tg::testing::kInf;
+using tg::testing::kNaN;
+using tg::testing::require_ieee_equal;
 
 namespace {
 
@@ -23,45 +24,11 @@ const std::map<std::string, UnaryOp>& unary_ops() {
       {"gelu_none", [](const Tensor& x) { return tg::gelu(x); }},
       {"gelu_tanh", [](const Tensor& x) { return x.gelu("tanh"); }},
       {"abs", [](const Tensor& x) { return tg::abs(x); }},
-      {"clamp_both", [](const Tensor& x) { return x.clamp(-0.5, 0.25); }},
-      {"clamp_min", [](const Tensor& x) { return x.clamp_min(-0.5); }},
-      {"clamp_max", [](const Tensor& x) { return tg::clamp(x, std::nullopt, 0.25); }},
-      {"clamp_crossed", [](const Tensor& x) { return x.clamp(0.5, -0.5); }},
   };
   return ops;
 }
 
 }  // namespace
-
-TEST_CASE("unary math matches PyTorch forward and backward", "[core][unary_math][fixture]") {
-  const std::string op = GENERATE(as<std::string>{}, "log1p", "tanh", "sigmoid", "gelu_none", "gelu_tanh", "abs",
-                                  "clamp_both", "clamp_min", "clamp_max", "clamp_crossed");
-  const std::string suffix = GENERATE(as<std::string>{}, "_f32", "_f64");
-  INFO("case " << op + suffix);
-  const auto& c = fixture("elementwise.txt", op + suffix);
-  const double tol = fixture_tol(c.at("x").dtype());
-  Tensor x = leaf(c.at("x"));
-  const Tensor y = unary_ops().at(op)(x);
-  TG_REQUIRE_NEAR(y, c.at("y"), tol);
-  y.backward(c.at("dy"));
-  TG_REQUIRE_NEAR(x.grad(), c.at("dx"), tol);
-}
-
-TEST_CASE("unary math passes gradcheck in float64", "[core][unary_math][gradcheck]") {
-  const std::string op = GENERATE(as<std::string>{}, "log1p", "tanh", "sigmoid", "gelu_none", "gelu_tanh", "abs",
-                                  "clamp_both", "clamp_min", "clamp_max");
-  const tg::Shape shape = GENERATE(tg::Shape{7}, tg::Shape{3, 4}, tg::Shape{2, 1, 3});
-  INFO(op);
-  // Values in [-0.9, 0.9) and away from the kinks (finite differences cannot see a kink's convention).
-  Tensor x = random_leaf(shape, -0.9, 0.9);
-  {
-    tg::NoGradGuard no_grad;
-    x.copy_(tg::where(x.abs() < 0.05, x + 0.1, x));
-    x.copy_(tg::where((x + 0.5).abs() < 0.05, x + 0.1, x));
-    x.copy_(tg::where((x - 0.25).abs() < 0.05, x + 0.1, x));
-  }
-  TG_REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return unary_ops().at(op)(in[0]); }, std::vector{x});
-}
 
 TEST_CASE("gelu, sigmoid, tanh and log1p at hand-derived points", "[core][unary_math]") {
   const Tensor x = tg::tensor({0.0, 1.0, -1.0}, {}, tg::kFloat64);
@@ -104,20 +71,10 @@ TEST_CASE("clamp with NaN bounds follows PyTorch", "[core][unary_math]") {
 TEST_CASE("unary math refuses bad arguments", "[core][unary_math][errors]") {
   const Tensor x = tg::ones({2, 3});
   REQUIRE_TG_ERROR(x.gelu("erf"), Catch::Contains("gelu") && Catch::Contains("\"erf\""));
-  REQUIRE_TG_ERROR(x.clamp(std::nullopt, std::nullopt), Catch::Contains("clamp") && Catch::Contains("at least one"));
+  REQUIRE_TG_ERROR(x.clamp(std::optional<double>(), std::nullopt), Catch::Contains("clamp") && Catch::Contains("at least one"));
   const Tensor ints = tg::ones({2}, tg::kInt64);
   REQUIRE_TG_ERROR(ints.tanh(), Catch::Contains("tanh") && Catch::Contains("int64"));
   REQUIRE_TG_ERROR(tg::sigmoid(Tensor()), Catch::Contains("sigmoid") && Catch::Contains("undefined"));
-}
-
-TEST_CASE("unary math keeps float32 in float32 and handles empty tensors", "[core][unary_math]") {
-  const Tensor x = tg::ones({0, 3});
-  for (const auto& [name, op] : unary_ops()) {
-    INFO(name);
-    const Tensor y = op(x);
-    CHECK(y.shape() == tg::Shape{0, 3});
-    CHECK(y.dtype() == tg::kFloat32);
-  }
 }
 
 TEST_CASE("unary math at ±inf, NaN and -0 gives PyTorch's values and gradients", "[core][unary_math][edge]") {
@@ -142,4 +99,86 @@ TEST_CASE("unary math at ±inf, NaN and -0 gives PyTorch's values and gradients"
     y.sum().backward();
     tg::testing::require_ieee_equal(x.grad(), want.dx, 0.0);
   }
+}
+
+TEST_CASE("clamp with tensor bounds: values and gradients as PyTorch", "[core][unary_math][clamp]") {
+  // torch.clamp(x, min, max) with x, min, max requiring grad, y.backward(ones), float64, printed by
+  // torch 1.13. The last two elements: a NaN bound (NaN out, no gradient anywhere) and crossed
+  // bounds min 0.5 > max -0.5 (max everywhere; the gradient goes to max, none to x or min).
+  const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64);
+  Tensor x = tg::tensor({-1.0, -0.5, 0.0, 0.25, 1.0, kNaN, 0.0, 0.0}, {}, dtype).requires_grad_();
+  Tensor low = tg::tensor({-0.5, -0.5, -0.5, -0.5, -0.5, -0.5, kNaN, 0.5}, {}, dtype).requires_grad_();
+  Tensor high = tg::tensor({0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 1.0, -0.5}, {}, dtype).requires_grad_();
+  const Tensor y = x.clamp(low, high);
+  CHECK(std::string(y.grad_fn_name()) == "ClampBackward");
+  require_ieee_equal(y, {-0.5, -0.5, 0.0, 0.25, 0.25, kNaN, kNaN, -0.5}, 0.0);
+  y.backward(tg::ones({8}, dtype));
+  require_ieee_equal(x.grad(), {0, 1, 1, 1, 0, 0, 0, 0}, 0.0);
+  require_ieee_equal(low.grad(), {1, 0, 0, 0, 0, 0, 0, 0}, 0.0);
+  require_ieee_equal(high.grad(), {0, 0, 0, 0, 1, 0, 0, 1}, 0.0);
+}
+
+TEST_CASE("clamp with one tensor bound: NaN in either operand gives NaN", "[core][unary_math][clamp]") {
+  // torch.clamp(x, min=t) and torch.clamp(x, max=t), as printed by torch 1.13.
+  Tensor x = tg::tensor({-1.0, -0.5, 0.0, kNaN, 1.0}, {}, tg::kFloat64).requires_grad_();
+  Tensor low = tg::tensor({-0.5, -0.5, -0.5, -0.5, kNaN}, {}, tg::kFloat64).requires_grad_();
+  const Tensor y = x.clamp(low);
+  require_ieee_equal(y, {-0.5, -0.5, 0.0, kNaN, kNaN}, 0.0);
+  y.backward(tg::ones({5}, tg::kFloat64));
+  require_ieee_equal(x.grad(), {0, 1, 1, 0, 0}, 0.0);
+  require_ieee_equal(low.grad(), {1, 0, 0, 0, 0}, 0.0);
+
+  Tensor z = tg::tensor({-1.0, 0.25, 0.0, kNaN, 1.0}, {}, tg::kFloat64).requires_grad_();
+  Tensor high = tg::tensor({0.25, 0.25, 0.25, 0.25, kNaN}, {}, tg::kFloat64).requires_grad_();
+  const Tensor w = tg::clamp(z, std::nullopt, high);
+  require_ieee_equal(w, {-1.0, 0.25, 0.0, kNaN, kNaN}, 0.0);
+  w.backward(tg::ones({5}, tg::kFloat64));
+  require_ieee_equal(z.grad(), {1, 1, 1, 0, 0}, 0.0);
+  require_ieee_equal(high.grad(), {0, 0, 0, 0, 0}, 0.0);
+}
+
+TEST_CASE("clamp with tensor bounds broadcasts all three and sums gradients back", "[core][unary_math][clamp]") {
+  // torch 1.13: x [2, 3], min [1], max [2, 1] -> y [2, 3]; min.grad = [2], max.grad = [[1], [1]].
+  Tensor x = tg::tensor({-1.0, 0.5, 2.0, 0.0, 3.0, -4.0}, {2, 3}, tg::kFloat64).requires_grad_();
+  Tensor low = tg::tensor({-0.5}, {1}, tg::kFloat64).requires_grad_();
+  Tensor high = tg::tensor({1.0, 2.0}, {2, 1}, tg::kFloat64).requires_grad_();
+  const Tensor y = tg::clamp(x, low, high);
+  REQUIRE(y.shape() == Shape{2, 3});
+  require_ieee_equal(y, {-0.5, 0.5, 1.0, 0.0, 2.0, -0.5}, 0.0);
+  y.sum().backward();
+  require_ieee_equal(x.grad(), {0, 1, 0, 1, 0, 0}, 0.0);
+  require_ieee_equal(low.grad(), {2}, 0.0);
+  require_ieee_equal(high.grad(), {1, 1}, 0.0);
+  // A 0-d x broadcast to the bounds' shape gets the sum of its gradient.
+  Tensor scalar = tg::scalar_tensor(0.5, tg::kFloat64).requires_grad_();
+  const Tensor spread = scalar.clamp(tg::tensor({0.0, 1.0}, {}, tg::kFloat64));
+  require_ieee_equal(spread, {0.5, 1.0}, 0.0);
+  spread.sum().backward();
+  require_ieee_equal(scalar.grad(), {1.0}, 0.0);
+  CHECK(scalar.grad().shape() == Shape{});
+}
+
+TEST_CASE("clamp with tensor bounds: only the bounds may require grad", "[core][unary_math][clamp]") {
+  const Tensor x = tg::tensor({-1.0, 0.0, 1.0}, {}, tg::kFloat64);
+  Tensor high = tg::tensor({0.5}, {}, tg::kFloat64).requires_grad_();
+  const Tensor y = x.clamp(std::nullopt, high);
+  REQUIRE(y.requires_grad());
+  y.sum().backward();
+  require_ieee_equal(high.grad(), {1.0}, 0.0);
+  tg::NoGradGuard no_grad;
+  CHECK_FALSE(x.clamp(std::nullopt, high).requires_grad());
+}
+
+TEST_CASE("clamp with tensor bounds refuses bad arguments, naming the op and shapes", "[core][unary_math][errors]") {
+  const Tensor x = tg::ones({2, 3});
+  REQUIRE_TG_ERROR(x.clamp(std::optional<Tensor>(), std::nullopt),
+                   Catch::StartsWith("clamp:") && Catch::Contains("at least one"));
+  REQUIRE_TG_ERROR(x.clamp(tg::zeros({2, 3}, tg::kFloat64)),
+                   Catch::StartsWith("clamp:") && Catch::Contains("min float64") && Catch::Contains("float32"));
+  REQUIRE_TG_ERROR(x.clamp(std::nullopt, tg::ones({4})),
+                   Catch::StartsWith("clamp:") && Catch::Contains("[2, 3]") && Catch::Contains("[4]"));
+  REQUIRE_TG_ERROR(x.clamp(tg::zeros({3}), tg::ones({2, 2})),
+                   Catch::StartsWith("clamp:") && Catch::Contains("[2, 3]") && Catch::Contains("[2, 2]"));
+  REQUIRE_TG_ERROR(x.clamp(Tensor()), Catch::StartsWith("clamp:") && Catch::Contains("min is an undefined tensor"));
+  REQUIRE_TG_ERROR(Tensor().clamp(x), Catch::StartsWith("clamp:") && Catch::Contains("undefined"));
 }

@@ -81,9 +81,11 @@ class Tensor {
   /// thread, even while a backward runs: it returns the gradient before or after an accumulation,
   /// never a half-written one (a stored gradient is never modified, only replaced).
   Tensor grad() const;
-  /// Same shape and dtype, or undefined to reset. Neither the tensor itself nor a tensor that has a
-  /// gradient of its own (either would let tensors own each other).
-  void set_grad(const Tensor& grad);
+  /// Replaces the gradient: same shape and dtype, or undefined to reset. Neither the tensor itself
+  /// nor a tensor that has a gradient of its own (either would let tensors own each other).
+  /// Callable on a const handle, like PyTorch's `.grad =`: the gradient belongs to the tensor that
+  /// every handle refers to, not to the handle.
+  void set_grad(const Tensor& grad) const;
   void backward() const;              ///< on a one-element tensor: d(self)/d(self) = 1
   void backward(const Tensor& grad_output) const;  ///< vector-Jacobian product with grad_output
   Tensor detach() const;  ///< shares storage, cut from the tape
@@ -116,7 +118,14 @@ class Tensor {
   }
   Tensor var(const std::vector<int64_t>& dims, bool unbiased = true, bool keepdim = false) const;  ///< over dims
   Tensor sqrt() const;                ///< √x elementwise
+  /// 1 / √x elementwise, as torch.rsqrt (float32, float64): +inf at 0, NaN below 0. The gradient
+  /// is −½ g · rsqrt(x)³.
+  Tensor rsqrt() const;
   Tensor pow(double exponent) const;  ///< x^exponent elementwise
+  /// x^exponent elementwise with broadcasting, as torch.pow(Tensor, Tensor): both of one dtype
+  /// (float32, float64). Gradients to both, as PyTorch's: to x, g · e · x^(e−1) (0 where e = 0);
+  /// to the exponent, g · x^e · log(x) (0 where x = 0 and e >= 0, and NaN where x < 0).
+  Tensor pow(const Tensor& exponent) const;
   Tensor exp() const;                 ///< e^x elementwise
   Tensor log() const;                 ///< natural logarithm elementwise
   Tensor relu() const;                ///< max(x, 0) elementwise
@@ -128,6 +137,11 @@ class Tensor {
   Tensor abs() const;                                        ///< gradient 0 at 0
   /// min(max(x, min), max), either bound optional (not both absent); gradient where min <= x <= max.
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  /// min(max(x, min), max) with tensor bounds, as torch.clamp(Tensor, Tensor?, Tensor?): x and the
+  /// given bounds (at least one, of x's dtype) broadcast together; a NaN in any of them gives NaN.
+  /// Gradient to x where min <= x <= max; to min where x < min (and min < max); to max where
+  /// x > max (or max < min): PyTorch's rules, each summed back to its operand's shape.
+  Tensor clamp(const std::optional<Tensor>& min, const std::optional<Tensor>& max = std::nullopt) const;
   Tensor clamp_min(double min) const;  ///< clamp(min, std::nullopt)
   Tensor clamp_max(double max) const;  ///< clamp(std::nullopt, max)
   /// Elementwise max/min with broadcasting; NaN wins; at a tie each side gets half the gradient.
@@ -316,7 +330,15 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 /// f(a, b) is a.f(b).
 ///@{
 Tensor sqrt(const Tensor& x);
+/// 1 / √x elementwise: see Tensor::rsqrt.
+Tensor rsqrt(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
+/// base^exponent elementwise with broadcasting: see Tensor::pow(const Tensor&).
+Tensor pow(const Tensor& base, const Tensor& exponent);
+/// base^exponent for a scalar base, as torch.pow(Scalar, Tensor): the result has the exponent's
+/// dtype (float32, float64), the base rounded to it. Gradient g · base^e · log(base), and 0 where
+/// base = 0 and e >= 0 (PyTorch's convention).
+Tensor pow(double base, const Tensor& exponent);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor relu(const Tensor& x);
@@ -326,6 +348,8 @@ Tensor sigmoid(const Tensor& x);
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 Tensor abs(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
+/// clamp with tensor bounds, broadcasting: see Tensor::clamp(const std::optional<Tensor>&, ...).
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max = std::nullopt);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 ///@}

@@ -8,7 +8,7 @@
 
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
-#include "ops/elementwise.hpp"
+#include "map.hpp"
 #include "parallel_for.hpp"
 
 namespace tg {

@@ -1,6 +1,6 @@
 // Elementwise loops over inputs broadcast together (NumPy/PyTorch rules), for any number of inputs
-// and any element types: + - * / and broadcast_to (elementwise.cpp), comparisons (compare.cpp),
-// maximum/minimum, where and masked_fill (select.cpp).
+// and any element types: + - * /, pow and broadcast_to (elementwise.cpp), clamp with tensor bounds
+// (unary_math.cpp), comparisons (compare.cpp), maximum/minimum, where and masked_fill (select.cpp).
 //
 //   const BroadcastPlan<2> plan = make_plan<2>({a.shape(), b.shape()}, out_shape);
 //   broadcast_kernel(out.mutable_data<bool>(), plan, [](T x, T y) { return x < y; }, a.data<T>(), b.data<T>());

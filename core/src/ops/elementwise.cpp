@@ -1,5 +1,6 @@
-// Elementwise operations: + - * / with broadcasting, unary -, sqrt, pow, exp, log, relu.
-// Each forward sits right above the closure that sends its gradient back.
+// Binary elementwise operations with broadcasting: + - * / and pow with a tensor exponent, each
+// through broadcast_binary, its forward right above the closure that sends its gradient back. The
+// unary ones (unary -, sqrt, pow with a scalar exponent, exp, log, relu, ...) are in unary_math.cpp.
 #include "ops/elementwise.hpp"
 
 #include <cmath>
@@ -60,10 +61,6 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape, double scale) {
     broadcast_kernel(out.mutable_data<T>(), plan, [factor](T value) { return value * factor; }, x.data<T>());
   });
   return out;
-}
-
-Tensor add_same_shape(const Tensor& a, const Tensor& b) {
-  return map2(a, b, [](auto x, auto y) { return x + y; });
 }
 }  // namespace detail
 
@@ -140,121 +137,44 @@ Tensor operator-(double a, const Tensor& b) { return scalar_like(a, b) - b; }
 Tensor operator*(double a, const Tensor& b) { return scalar_like(a, b) * b; }
 Tensor operator/(double a, const Tensor& b) { return scalar_like(a, b) / b; }
 
-// --- unary ------------------------------------------------------------------------------------
-
-namespace {
-void check_unary(const Tensor& x, const char* op) {
-  check(x.defined(), op, "undefined tensor");
-  detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
-}
-}  // namespace
-
-Tensor operator-(const Tensor& x) try {
-  check_unary(x, "neg");
-  Tensor out = detail::map(x, [](auto v) { return -v; });
-  if (autograd::needs_grad(x))
-    autograd::record(out, "NegBackward", {x},
-                     [](const Tensor& g, autograd::GradInputs& grads) { grads.set(0, -g); });
-  return out;
-} catch (...) {
-  detail::rethrow_out_of_memory_as("neg");
-}
-
-Tensor Tensor::sqrt() const try {
-  check_unary(*this, "sqrt");
-  Tensor out = detail::map(*this, [](auto v) { return std::sqrt(v); });
-  if (autograd::needs_grad(*this))
-    autograd::record(out, "SqrtBackward", {*this}, [saved_y = autograd::SavedTensor(out)](
-                                                       const Tensor& g, autograd::GradInputs& grads) {
-      const Tensor& y = grads.unpack(saved_y);
-      // d sqrt(x)/dx = 1 / (2 sqrt(x))
-      grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return gv / (yv + yv); }));
-    });
-  return out;
-} catch (...) {
-  detail::rethrow_out_of_memory_as("sqrt");
-}
-
-namespace {
-// x^p as PyTorch computes it: p = ±0.5 go through sqrt, so that x.pow(0.5) agrees with x.sqrt() at
-// -inf and -0 (C's pow(-inf, 0.5) is +inf, sqrt(-inf) is nan); p = 2 is one multiply.
-template <typename T>
-T power(T x, T p) {
-  if (p == T(2)) return x * x;
-  if (p == T(0.5)) return std::sqrt(x);
-  if (p == T(-0.5)) return T(1) / std::sqrt(x);
-  return static_cast<T>(std::pow(x, p));
-}
-}  // namespace
-
-Tensor Tensor::pow(double exponent) const try {
-  check_unary(*this, "pow");
-  Tensor out = detail::map(*this, [exponent](auto v) { return power(v, static_cast<decltype(v)>(exponent)); });
-  if (autograd::needs_grad(*this))
-    autograd::record(out, "PowBackward", {*this},
-                     [saved_x = autograd::SavedTensor(*this), exponent](const Tensor& g, autograd::GradInputs& grads) {
-                       const Tensor& x = grads.unpack(saved_x);
-                       // d x^p/dx = p x^(p-1)
-                       grads.set(0, detail::map2(g, x, [exponent](auto gv, auto xv) {
-                                   using T = decltype(xv);
-                                   const T p = static_cast<T>(exponent);
-                                   return exponent == 0.0 ? T(0) : gv * p * power(xv, p - T(1));
-                                 }));
+// base^exponent for two tensors, as torch.pow(Tensor, Tensor): C's pow on each pair (no special
+// exponents, unlike the scalar-exponent pow), broadcasting. Gradients (derivatives.yaml,
+// pow_backward_self and pow_backward_exponent), each summed back to its operand's shape:
+//   base:     g · (e · base^(e−1)), and 0 where e = 0
+//   exponent: g · (base^e · log(base)), and g · 0 where base = 0 and e >= 0 (0^e is 0 or 1 there,
+//             where log(0) = -inf would give NaN or -inf)
+// base^e is recomputed from the saved operands rather than saved: the same bits as the forward.
+Tensor pow(const Tensor& base, const Tensor& exponent) try {
+  Tensor out = broadcast_binary(base, exponent, "pow", [](auto b, auto e) { return std::pow(b, e); });
+  if (autograd::needs_grad(base, exponent))
+    autograd::record(out, "PowBackward", {base, exponent},
+                     [saved_base = autograd::SavedTensor(base), saved_exponent = autograd::SavedTensor(exponent)](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor &base = grads.unpack(saved_base), &exponent = grads.unpack(saved_exponent);
+                       // The gradient term(g, base, e) at every element of the output, summed to `shape`.
+                       const auto gradient = [&](const Shape& shape, auto term) {
+                         return detail::sum_to(detail::dispatch_floating("PowBackward", g.dtype(), [&]<typename T>() {
+                                                 return detail::broadcast_map<T, T, T, T>(g.shape(), term, g, base,
+                                                                                          exponent);
+                                               }),
+                                               shape);
+                       };
+                       if (grads.needed(0))
+                         grads.set(0, gradient(base.shape(), [](auto gv, auto b, auto e) {
+                                     using T = decltype(b);
+                                     return e == T(0) ? T(0) : gv * (e * std::pow(b, e - T(1)));
+                                   }));
+                       if (grads.needed(1))
+                         grads.set(1, gradient(exponent.shape(), [](auto gv, auto b, auto e) {
+                                     using T = decltype(b);
+                                     return gv * (b == T(0) && e >= T(0) ? T(0) : std::pow(b, e) * std::log(b));
+                                   }));
                      });
   return out;
 } catch (...) {
   detail::rethrow_out_of_memory_as("pow");
 }
 
-Tensor Tensor::exp() const try {
-  check_unary(*this, "exp");
-  Tensor out = detail::map(*this, [](auto v) { return std::exp(v); });
-  if (autograd::needs_grad(*this))
-    autograd::record(out, "ExpBackward", {*this}, [saved_y = autograd::SavedTensor(out)](
-                                                      const Tensor& g, autograd::GradInputs& grads) {
-      const Tensor& y = grads.unpack(saved_y);
-      grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return gv * yv; }));  // d e^x/dx = e^x
-    });
-  return out;
-} catch (...) {
-  detail::rethrow_out_of_memory_as("exp");
-}
-
-Tensor Tensor::log() const try {
-  check_unary(*this, "log");
-  Tensor out = detail::map(*this, [](auto v) { return std::log(v); });
-  if (autograd::needs_grad(*this))
-    autograd::record(out, "LogBackward", {*this}, [saved_x = autograd::SavedTensor(*this)](
-                                                      const Tensor& g, autograd::GradInputs& grads) {
-      const Tensor& x = grads.unpack(saved_x);
-      grads.set(0, detail::map2(g, x, [](auto gv, auto xv) { return gv / xv; }));  // d log x/dx = 1/x
-    });
-  return out;
-} catch (...) {
-  detail::rethrow_out_of_memory_as("log");
-}
-
-Tensor Tensor::relu() const try {
-  check_unary(*this, "relu");
-  // max(x, 0) written as PyTorch's clamp_min: NaN stays NaN and -0 stays -0 (x < 0 is false for both).
-  Tensor out = detail::map(*this, [](auto v) { return v < 0 ? decltype(v)(0) : v; });
-  if (autograd::needs_grad(*this))
-    autograd::record(out, "ReluBackward", {*this}, [saved_y = autograd::SavedTensor(out)](
-                                                       const Tensor& g, autograd::GradInputs& grads) {
-      const Tensor& y = grads.unpack(saved_y);
-      // PyTorch's threshold_backward: 0 where the output is <= 0 (so 0 at x = 0); the gradient
-      // passes everywhere else, NaN outputs included.
-      grads.set(0, detail::map2(g, y, [](auto gv, auto yv) { return yv <= 0 ? decltype(gv)(0) : gv; }));
-    });
-  return out;
-} catch (...) {
-  detail::rethrow_out_of_memory_as("relu");
-}
-
-Tensor sqrt(const Tensor& x) { return x.sqrt(); }
-Tensor pow(const Tensor& x, double exponent) { return x.pow(exponent); }
-Tensor exp(const Tensor& x) { return x.exp(); }
-Tensor log(const Tensor& x) { return x.log(); }
-Tensor relu(const Tensor& x) { return x.relu(); }
+Tensor Tensor::pow(const Tensor& exponent) const { return tg::pow(*this, exponent); }
 
 }  // namespace tg

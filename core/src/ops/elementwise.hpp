@@ -1,48 +1,14 @@
-// Elementwise kernels shared by the core ops and by other kernels' backward passes.
+// Broadcasting helpers shared by the core ops and by other kernels' backward passes (nn's losses);
+// the plain elementwise loops map/map2 are one level down, in map.hpp.
 #pragma once
 
-#include <cstdint>
-
-#include "dispatch.hpp"
-#include "parallel_for.hpp"
+#include "map.hpp"
 #include "tensor_impl.hpp"
 
 namespace tg::detail {
 
-// out[i] = fn(x[i]) over a contiguous tensor; not recorded.
-template <typename Fn>
-Tensor map(const Tensor& x, const Fn& fn) {
-  Tensor out = make_tensor(x.shape(), x.dtype());
-  dispatch_floating("map", x.dtype(), [&]<typename T>() {
-    const T* in = x.data<T>();
-    T* result = out.mutable_data<T>();
-    parallel_for(x.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) result[i] = fn(in[i]);
-    });
-  });
-  return out;
-}
-
-// out[i] = fn(a[i], b[i]) for two tensors of the same shape and dtype; not recorded.
-template <typename Fn>
-Tensor map2(const Tensor& a, const Tensor& b, const Fn& fn) {
-  Tensor out = make_tensor(a.shape(), a.dtype());
-  dispatch_floating("map2", a.dtype(), [&]<typename T>() {
-    const T* lhs = a.data<T>();
-    const T* rhs = b.data<T>();
-    T* result = out.mutable_data<T>();
-    parallel_for(a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) result[i] = fn(lhs[i], rhs[i]);
-    });
-  });
-  return out;
-}
-
 // Repeats x (times scale) along the dims where it has size 1 or is missing, to `shape`; the
 // caller has checked that x broadcasts to `shape`. Not recorded.
 Tensor broadcast_to(const Tensor& x, const Shape& shape, double scale = 1.0);
-
-// a + b for tensors whose shape and dtype the caller has checked; not recorded.
-Tensor add_same_shape(const Tensor& a, const Tensor& b);
 
 }  // namespace tg::detail

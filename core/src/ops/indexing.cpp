@@ -155,8 +155,10 @@ ScatterPlan plan_scatter(const Tensor& x, int64_t dim, const Tensor& index, cons
                          const char* op) {
   check(index.defined(), op, "undefined index");
   check(index.dtype() == kInt64, op, "expected an int64 index, got ", index.dtype());
-  check(index.dim() == x.dim(), op, "expected an index with as many dims as the input (", x.dim(),
-        "), got an index of shape ", index.shape(), " for an input of shape ", x.shape());
+  // PyTorch counts a 0-d tensor as one dim here: a 0-d input takes a [n] index and vice versa.
+  check(std::max<int64_t>(index.dim(), 1) == std::max<int64_t>(x.dim(), 1), op,
+        "expected an index with as many dims as the input (", x.dim(), "), got an index of shape ", index.shape(),
+        " for an input of shape ", x.shape());
   ScatterPlan plan;
   plan.dim = detail::normalize_dim_0d(dim, x, op);
   plan.index_shape = at_least_1d(index.shape());
@@ -245,8 +247,9 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   check_input(x, op, /*adds=*/true);
   check(src.defined(), op, "undefined src");
   check(src.dtype() == x.dtype(), op, "dtypes differ: input ", x.dtype(), ", src ", src.dtype());
-  check(src.dim() == x.dim(), op, "expected src with as many dims as the input (", x.dim(), "), got src of shape ",
-        src.shape(), " for an input of shape ", x.shape());
+  check(std::max<int64_t>(src.dim(), 1) == std::max<int64_t>(x.dim(), 1), op,
+        "expected src with as many dims as the input (", x.dim(), "), got src of shape ", src.shape(),
+        " for an input of shape ", x.shape());
   const ScatterPlan plan = plan_scatter(x, dim, index, src.shape(), op);
   Tensor out = x.detach().clone();
   detail::dispatch_floating(op, x.dtype(), [&]<typename T>() {

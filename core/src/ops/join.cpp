@@ -80,7 +80,19 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) try {
           " at position 0 and ", tensors[i].dtype(), " at position ", i);
     if (!(tensors[i].dim() == 1 && tensors[i].numel() == 0)) used.push_back(i);
   }
-  if (used.empty()) return make_tensor({0}, tensors[0].dtype(), op);
+  if (used.empty()) {
+    // Every input is a skipped [0] tensor: the result is [0] too, and still a result of the inputs
+    // (PyTorch records CatBackward here), so each input that requires grad gets an empty gradient.
+    Tensor out = make_tensor({0}, tensors[0].dtype(), op);
+    bool any_needs_grad = false;
+    for (const Tensor& t : tensors) any_needs_grad |= autograd::needs_grad(t);
+    if (any_needs_grad)
+      autograd::record_list(out, "CatBackward", tensors, [count = tensors.size()](const Tensor& g, autograd::GradInputs& grads) {
+        for (size_t i = 0; i < count; ++i)
+          if (grads.needed(i)) grads.set(i, make_tensor({0}, g.dtype()));
+      });
+    return out;
+  }
   const Tensor& first = tensors[used[0]];
   const int64_t d = normalize_dim(dim, first.dim(), op);
   Shape out_shape = first.shape();

@@ -3,7 +3,6 @@
 // convention at ties (derivatives.yaml): maximum and minimum give half to each side.
 #include "autograd/node.hpp"
 #include "ops/broadcast.hpp"
-#include "ops/elementwise.hpp"
 #include "ops/reduction.hpp"
 #include "out_of_memory.hpp"
 

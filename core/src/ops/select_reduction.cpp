@@ -10,8 +10,8 @@
 
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
+#include "map.hpp"
 #include "ops/along_dim.hpp"
-#include "ops/elementwise.hpp"
 #include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 

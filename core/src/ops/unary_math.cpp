@@ -1,23 +1,28 @@
-// Unary math and activations: log1p, tanh, sigmoid, gelu, abs, clamp. Each forward is one map
-// over the tensor and sits right above its backward, one map2 of the output gradient with the one
-// tensor the derivative needs (the input or the output). Formulas and the operation order are
-// PyTorch's CPU kernels' (ATen's UnaryOpsKernel.cpp, Activation.cpp), and so are the gradient
-// conventions at kinks: abs'(0) = 0, clamp passes the gradient where min <= x <= max.
+// Every unary elementwise op: arithmetic (neg, sqrt, rsqrt, pow with a scalar exponent or a
+// scalar base, exp, log, log1p), activations (relu, tanh, sigmoid, gelu), abs and clamp. Each is
+// one call of unary_op: its forward, one map over the tensor, sits right above its derivative, one
+// map2 of the output gradient with the one tensor the derivative needs (the input or the output).
+// Formulas and the operation order are PyTorch's CPU kernels' (ATen's UnaryOpsKernel.cpp,
+// Activation.cpp, PowKernel.cpp) and its gradient formulas (derivatives.yaml), and so are the
+// conventions at kinks: relu'(0) = 0, abs'(0) = 0, clamp passes the gradient where min <= x <= max.
+// clamp with tensor bounds broadcasts its three operands, so it is written out at the end.
 #include <cmath>
 #include <numbers>
 #include <optional>
 #include <string_view>
 
 #include "autograd/node.hpp"
-#include "ops/elementwise.hpp"
+#include "map.hpp"
+#include "ops/broadcast.hpp"
 #include "ops/gelu_kernels.hpp"
+#include "ops/reduction.hpp"
 #include "out_of_memory.hpp"
 
 namespace tg {
 namespace {
 
 // What a unary op's backward reads besides the output gradient.
-enum class Saved { Input, Output };
+enum class Saved { Nothing, Input, Output };
 
 // <cmath>'s M_SQRT2, M_SQRT1_2 and M_2_SQRTPI (exact: scaling by 2 does not round), which
 // PyTorch's GELU kernels multiply in this order.
@@ -28,15 +33,20 @@ constexpr double k2OverSqrtPi = 2 * std::numbers::inv_sqrtpi;
 constexpr double kGeluBeta = kSqrt2 * k2OverSqrtPi * 0.5;
 constexpr double kGeluKappa = 0.044715;
 
-// y = forward(x) elementwise; the gradient is g → derivative(g, s) elementwise, where s is the
-// saved input or output. float32 and float64.
-template <typename Forward, typename Derivative>
-Tensor unary_op(const Tensor& x, const char* op, const char* node_name, const Forward& forward, Saved saved,
+// y = forward(x) elementwise, float32 and float64. The gradient is g → derivative(g, s)
+// elementwise, where s is the saved input or output, or g → derivative(g) when nothing is saved.
+template <Saved saved, typename Forward, typename Derivative>
+Tensor unary_op(const Tensor& x, const char* op, const char* node_name, const Forward& forward,
                 const Derivative& derivative) try {
   check(x.defined(), op, "undefined tensor");
   detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
   Tensor out = detail::map(x, forward);
-  if (autograd::needs_grad(x))
+  if (!autograd::needs_grad(x)) return out;
+  if constexpr (saved == Saved::Nothing)
+    autograd::record(out, node_name, {x}, [derivative](const Tensor& g, autograd::GradInputs& grads) {
+      grads.set(0, detail::map(g, derivative));
+    });
+  else
     autograd::record(out, node_name, {x},
                      [saved_tensor = autograd::SavedTensor(saved == Saved::Input ? x : out), derivative](
                          const Tensor& g, autograd::GradInputs& grads) {
@@ -45,6 +55,16 @@ Tensor unary_op(const Tensor& x, const char* op, const char* node_name, const Fo
   return out;
 } catch (...) {
   detail::rethrow_out_of_memory_as(op);
+}
+
+// x^p as PyTorch computes it: p = ±0.5 go through sqrt, so that x.pow(0.5) agrees with x.sqrt() at
+// -inf and -0 (C's pow(-inf, 0.5) is +inf, sqrt(-inf) is nan); p = 2 is one multiply.
+template <typename T>
+T power(T x, T p) {
+  if (p == T(2)) return x * x;
+  if (p == T(0.5)) return std::sqrt(x);
+  if (p == T(-0.5)) return T(1) / std::sqrt(x);
+  return static_cast<T>(std::pow(x, p));
 }
 
 // float32 GELU: one vectorised pass (ops/gelu_kernels.cpp), where glibc's scalar erf and tanh
@@ -73,35 +93,116 @@ Tensor gelu_float32(const Tensor& x, detail::GeluApproximation approximation) {
 
 }  // namespace
 
+// --- arithmetic --------------------------------------------------------------------------------
+
+Tensor operator-(const Tensor& x) {
+  return unary_op<Saved::Nothing>(
+      x, "neg", "NegBackward", [](auto v) { return -v; }, [](auto g) { return -g; });
+}
+
+Tensor Tensor::sqrt() const {
+  return unary_op<Saved::Output>(
+      *this, "sqrt", "SqrtBackward", [](auto v) { return std::sqrt(v); },
+      [](auto g, auto y) { return g / (y + y); });  // d √x/dx = 1 / (2 √x)
+}
+
+// PyTorch's rsqrt kernel divides (1 / √x, no reciprocal-square-root estimate); its gradient is
+// −½ g y³ from the output (derivatives.yaml: -0.5 * grad * result.pow(3), y³ as y·y·y).
+Tensor Tensor::rsqrt() const {
+  return unary_op<Saved::Output>(
+      *this, "rsqrt", "RsqrtBackward",
+      [](auto v) {
+        using T = decltype(v);
+        return T(1) / std::sqrt(v);
+      },
+      [](auto g, auto y) {
+        using T = decltype(y);
+        return (T(-0.5) * g) * (y * y * y);  // d x^(−½)/dx = −½ x^(−3/2) = −½ y³
+      });
+}
+
+Tensor Tensor::pow(double exponent) const {
+  return unary_op<Saved::Input>(
+      *this, "pow", "PowBackward",
+      [exponent](auto v) { return power(v, static_cast<decltype(v)>(exponent)); },
+      [exponent](auto g, auto x) {
+        using T = decltype(x);
+        const T p = static_cast<T>(exponent);
+        return exponent == 0.0 ? T(0) : g * p * power(x, p - T(1));  // d x^p/dx = p x^(p−1)
+      });
+}
+
+// base^e with a scalar base, as torch.pow(Scalar, Tensor): the base rounded to the exponent's dtype,
+// then C's pow. d base^e/de = base^e · log(base), with log(base) rounded to the dtype and base^e
+// recomputed from the saved exponent rather than saved; at base = 0, PyTorch's convention: 0 where
+// e >= 0 (where 0^e is 0 or 1 and log(0) = -inf would give NaN or -inf).
+Tensor pow(double base, const Tensor& exponent) {
+  return unary_op<Saved::Input>(
+      exponent, "pow", "PowBackward",
+      [base](auto e) {
+        using T = decltype(e);
+        return static_cast<T>(std::pow(static_cast<T>(base), e));
+      },
+      [base](auto g, auto e) {
+        using T = decltype(e);
+        if (base == 0.0 && e >= T(0)) return g * T(0);
+        const T power_of_base = static_cast<T>(std::pow(static_cast<T>(base), e));
+        return g * (power_of_base * static_cast<T>(std::log(base)));
+      });
+}
+
+Tensor Tensor::exp() const {
+  return unary_op<Saved::Output>(
+      *this, "exp", "ExpBackward", [](auto v) { return std::exp(v); },
+      [](auto g, auto y) { return g * y; });  // d e^x/dx = e^x
+}
+
+Tensor Tensor::log() const {
+  return unary_op<Saved::Input>(
+      *this, "log", "LogBackward", [](auto v) { return std::log(v); },
+      [](auto g, auto x) { return g / x; });  // d log x/dx = 1/x
+}
+
 Tensor Tensor::log1p() const {
-  return unary_op(
-      *this, "log1p", "Log1pBackward", [](auto v) { return std::log1p(v); }, Saved::Input,
+  return unary_op<Saved::Input>(
+      *this, "log1p", "Log1pBackward", [](auto v) { return std::log1p(v); },
       [](auto g, auto x) { return g / (x + decltype(x)(1)); });  // d log(1 + x)/dx = 1 / (1 + x)
 }
 
+Tensor Tensor::abs() const {
+  return unary_op<Saved::Input>(
+      *this, "abs", "AbsBackward", [](auto v) { return std::abs(v); },
+      [](auto g, auto x) {
+        using T = decltype(x);
+        return g * static_cast<T>((T(0) < x) - (x < T(0)));  // g · sign(x): 0 at x = 0 and for NaN
+      });
+}
+
+// --- activations -------------------------------------------------------------------------------
+
+Tensor Tensor::relu() const {
+  // max(x, 0) written as PyTorch's clamp_min: NaN stays NaN and -0 stays -0 (x < 0 is false for
+  // both). The gradient is PyTorch's threshold_backward: 0 where the output is <= 0 (so 0 at
+  // x = 0); it passes everywhere else, NaN outputs included.
+  return unary_op<Saved::Output>(
+      *this, "relu", "ReluBackward", [](auto v) { return v < 0 ? decltype(v)(0) : v; },
+      [](auto g, auto y) { return y <= 0 ? decltype(g)(0) : g; });
+}
+
 Tensor Tensor::tanh() const {
-  return unary_op(
-      *this, "tanh", "TanhBackward", [](auto v) { return std::tanh(v); }, Saved::Output,
+  return unary_op<Saved::Output>(
+      *this, "tanh", "TanhBackward", [](auto v) { return std::tanh(v); },
       [](auto g, auto y) { return g * (decltype(y)(1) - y * y); });  // d tanh/dx = 1 − tanh²
 }
 
 Tensor Tensor::sigmoid() const {
-  return unary_op(
+  return unary_op<Saved::Output>(
       *this, "sigmoid", "SigmoidBackward",
       [](auto v) {
         using T = decltype(v);
         return T(1) / (T(1) + std::exp(-v));  // σ(x) = 1 / (1 + e^−x)
       },
-      Saved::Output, [](auto g, auto y) { return g * (decltype(y)(1) - y) * y; });  // σ' = (1 − σ) σ
-}
-
-Tensor Tensor::abs() const {
-  return unary_op(
-      *this, "abs", "AbsBackward", [](auto v) { return std::abs(v); }, Saved::Input,
-      [](auto g, auto x) {
-        using T = decltype(x);
-        return g * static_cast<T>((T(0) < x) - (x < T(0)));  // g · sign(x): 0 at x = 0 and for NaN
-      });
+      [](auto g, auto y) { return g * (decltype(y)(1) - y) * y; });  // σ' = (1 − σ) σ
 }
 
 // GELU, PyTorch's kernels (Activation.cpp) operation for operation:
@@ -117,7 +218,7 @@ Tensor Tensor::gelu(std::string_view approximate) const try {
   if (defined() && dtype() == kFloat32)
     return gelu_float32(*this, tanh_form ? detail::GeluApproximation::tanh : detail::GeluApproximation::none);
   if (tanh_form)
-    return unary_op(
+    return unary_op<Saved::Input>(
         *this, "gelu", "GeluBackward",
         [](auto x) {
           using T = decltype(x);
@@ -125,7 +226,6 @@ Tensor Tensor::gelu(std::string_view approximate) const try {
           const T inner = beta * (x + kappa * (x * x * x));
           return T(0.5) * x * (T(1) + std::tanh(inner));
         },
-        Saved::Input,
         [](auto g, auto x) {
           using T = decltype(x);
           const T beta = T(kGeluBeta), kappa = T(kGeluKappa);
@@ -136,13 +236,12 @@ Tensor Tensor::gelu(std::string_view approximate) const try {
           const T right_derivative = T(0.5) * x * (T(1) - tanh_inner * tanh_inner) * inner_derivative;
           return g * (left_derivative + right_derivative);
         });
-  return unary_op(
+  return unary_op<Saved::Input>(
       *this, "gelu", "GeluBackward",
       [](auto x) {
         using T = decltype(x);
         return x * T(0.5) * (T(1) + std::erf(x * T(kSqrtHalf)));
       },
-      Saved::Input,
       [](auto g, auto x) {
         using T = decltype(x);
         const T pdf_scale = T(k2OverSqrtPi * kSqrtHalf * 0.5);  // 1/√(2π)
@@ -162,7 +261,7 @@ Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const
   check(min || max, "clamp", "at least one of min and max must be given");
   const double low = min.value_or(-INFINITY), high = max.value_or(INFINITY);
   const bool nan_bounds = min && max && (std::isnan(low) || std::isnan(high));
-  return unary_op(
+  return unary_op<Saved::Input>(
       *this, "clamp", "ClampBackward",
       [low, high, nan_bounds](auto x) {
         using T = decltype(x);
@@ -170,7 +269,6 @@ Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const
         const T raised = x < lower ? lower : x;
         return nan_bounds ? T(NAN) : (upper < raised ? upper : raised);
       },
-      Saved::Input,
       [low, high](auto g, auto x) {
         using T = decltype(x);
         return x >= static_cast<T>(low) && x <= static_cast<T>(high) ? g : T(0);
@@ -180,11 +278,86 @@ Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const
 Tensor Tensor::clamp_min(double min) const { return clamp(min, std::nullopt); }
 Tensor Tensor::clamp_max(double max) const { return clamp(std::nullopt, max); }
 
+// torch.clamp(x, min, max) with tensor bounds: x, min and max broadcast together (one of the bounds
+// may be absent), of x's dtype. Forward: min(max(x, lo), hi) as above; a NaN anywhere gives NaN
+// (PyTorch's maximum/minimum with a tensor, and its clamp kernel with both). An absent bound is a
+// 0-d ±inf, which changes no value. Gradients (derivatives.yaml, clamp_backward_min_max), each
+// summed back to its operand's shape:
+//   x:   g where lo <= x <= hi
+//   min: g where x < lo, and lo < hi when max is given (a crossed min loses to max)
+//   max: g where x > hi, or hi < lo when min is given (a crossed max wins everywhere)
+// NaN fails every comparison: no gradient flows to any operand there.
+Tensor Tensor::clamp(const std::optional<Tensor>& min, const std::optional<Tensor>& max) const try {
+  const char* op = "clamp";
+  check(defined(), op, "undefined tensor");
+  check(min || max, op, "at least one of min and max must be given");
+  detail::check_dtype<detail::FloatingDTypes>(op, dtype());
+  for (const auto& [bound, name] : {std::pair{&min, "min"}, std::pair{&max, "max"}}) {
+    if (!*bound) continue;
+    check((*bound)->defined(), op, name, " is an undefined tensor (pass std::nullopt for no bound)");
+    check((*bound)->dtype() == dtype(), op, "dtypes differ: input ", dtype(), ", ", name, " ", (*bound)->dtype(),
+          " (convert one with .to())");
+  }
+  const bool has_min = min.has_value(), has_max = max.has_value();
+  const Tensor low = has_min ? *min : scalar_tensor(-INFINITY, dtype());
+  const Tensor high = has_max ? *max : scalar_tensor(INFINITY, dtype());
+  const Shape out_shape = broadcast_shapes(broadcast_shapes(shape(), low.shape(), op), high.shape(), op);
+  Tensor out = detail::dispatch_floating(op, dtype(), [&]<typename T>() {
+    return detail::broadcast_map<T, T, T, T>(
+        out_shape,
+        [](T x, T lo, T hi) {
+          const T raised = x < lo ? lo : x;
+          return lo != lo || hi != hi ? T(NAN) : (hi < raised ? hi : raised);
+        },
+        *this, low, high);
+  });
+  if (autograd::needs_grad(*this, low, high))
+    autograd::record(out, "ClampBackward", {*this, low, high},
+                     [saved_x = autograd::SavedTensor(*this), saved_low = autograd::SavedTensor(low),
+                      saved_high = autograd::SavedTensor(high), has_min,
+                      has_max](const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor &x = grads.unpack(saved_x), &low = grads.unpack(saved_low),
+                                    &high = grads.unpack(saved_high);
+                       // The output gradient where passes(x, lo, hi) holds, 0 elsewhere, summed to `shape`.
+                       const auto masked = [&](const Shape& shape, auto passes) {
+                         return detail::sum_to(
+                             detail::dispatch_floating("ClampBackward", g.dtype(), [&]<typename T>() {
+                               return detail::broadcast_map<T, T, T, T, T>(
+                                   g.shape(), [passes](T gv, T xv, T lo, T hi) { return passes(xv, lo, hi) ? gv : T(0); },
+                                   g, x, low, high);
+                             }),
+                             shape);
+                       };
+                       if (grads.needed(0))
+                         grads.set(0, masked(x.shape(), [](auto xv, auto lo, auto hi) { return xv >= lo && xv <= hi; }));
+                       if (grads.needed(1))
+                         grads.set(1, masked(low.shape(), [has_max](auto xv, auto lo, auto hi) {
+                                     return xv < lo && (!has_max || lo < hi);
+                                   }));
+                       if (grads.needed(2))
+                         grads.set(2, masked(high.shape(), [has_min](auto xv, auto lo, auto hi) {
+                                     return xv > hi || (has_min && hi < lo);
+                                   }));
+                     });
+  return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("clamp");
+}
+
+Tensor sqrt(const Tensor& x) { return x.sqrt(); }
+Tensor rsqrt(const Tensor& x) { return x.rsqrt(); }
+Tensor pow(const Tensor& x, double exponent) { return x.pow(exponent); }
+Tensor exp(const Tensor& x) { return x.exp(); }
+Tensor log(const Tensor& x) { return x.log(); }
+Tensor relu(const Tensor& x) { return x.relu(); }
 Tensor log1p(const Tensor& x) { return x.log1p(); }
 Tensor tanh(const Tensor& x) { return x.tanh(); }
 Tensor sigmoid(const Tensor& x) { return x.sigmoid(); }
 Tensor gelu(const Tensor& x, std::string_view approximate) { return x.gelu(approximate); }
 Tensor abs(const Tensor& x) { return x.abs(); }
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) { return x.clamp(min, max); }
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
+  return x.clamp(min, max);
+}
 
 }  // namespace tg

@@ -1,0 +1,266 @@
+// Every elementwise op of core (ops/elementwise.cpp, ops/unary_math.cpp) as one row of a table,
+// OpInfo style (PyTorch's common_methods_invocations.py): its name, the function, its PyTorch
+// fixture cases and its gradcheck domain. Each row gets the same checks:
+//   - forward and backward against PyTorch's fixtures, float32 and float64
+//     (tests/fixtures/make_fixtures.py → core_ops.txt, make_elementwise_fixtures.py → elementwise.txt)
+//   - float64 gradcheck over the row's domain and shapes
+//   - int64 and bool operands refused with a tg::Error naming the op and the dtype
+//   - empty operands: an empty result that requires grad, and empty gradients
+// Adding an op adds a row here and its case to a fixture generator. Values that only a hand
+// derivation pins down (kinks, ±inf, NaN, -0) are in elementwise_test.cpp and unary_math_test.cpp.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core_test_util.hpp"
+
+using tg::Shape;
+using tg::Tensor;
+using tg::testing::fixture;
+using tg::testing::fixture_tol;
+using tg::testing::leaf;
+
+namespace {
+
+using Operands = std::vector<Tensor>;
+
+// Where gradcheck draws one operand's values: uniform in [low, high), then moved 0.1 up where
+// they fall within 0.05 of a kink (finite differences cannot see the convention at a kink).
+struct Domain {
+  double low = -1.0, high = 1.0;
+  std::vector<double> kinks = {};
+};
+
+struct OpInfo {
+  std::string name;                          // the row, as messages show it
+  std::string error_name;                    // the op that tg::Error messages name
+  std::function<Tensor(const Operands&)> fn;  // the op on its tensor operands
+  std::vector<std::string> operands;         // their fixture keys, in fn's order; gradients are "d" + key
+  std::string fixture_file;
+  std::vector<std::string> fixture_cases;    // each as <case>_f32 and <case>_f64
+  std::vector<Domain> domain;                // one per operand
+  std::vector<std::vector<Shape>> gradcheck_shapes;  // operand shapes, one list per gradcheck
+};
+
+const std::vector<std::vector<Shape>> kUnaryShapes = {{{}}, {{7}}, {{2, 3, 2}}};
+const std::vector<std::vector<Shape>> kBinaryShapes = {
+    {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{3}, {2, 3}}, {{4, 1, 3}, {2, 1}},
+    {{2, 3}, {2, 1}}, {{}, {2, 2}},  {{2, 1, 3, 1}, {1, 4}}, {{1}, {3}}};
+const std::vector<std::string> kBinaryCases = {"2x3_2x3", "2x3_3", "4x1x3_2x1", "2x3_2x1", "3_2x3"};
+
+std::vector<std::string> prefixed(const std::string& prefix, const std::vector<std::string>& suffixes) {
+  std::vector<std::string> names;
+  for (const std::string& suffix : suffixes) names.push_back(prefix + suffix);
+  return names;
+}
+
+OpInfo unary(std::string name, std::string error_name, std::function<Tensor(const Tensor&)> fn,
+             std::string fixture_file, Domain domain) {
+  std::string key = name;
+  return {std::move(name),
+          std::move(error_name),
+          [fn = std::move(fn)](const Operands& in) { return fn(in[0]); },
+          {"x"},
+          std::move(fixture_file),
+          {std::move(key)},
+          {std::move(domain)},
+          kUnaryShapes};
+}
+
+OpInfo binary(std::string name, std::string error_name, std::function<Tensor(const Tensor&, const Tensor&)> fn,
+              std::string fixture_file, std::vector<std::string> cases, Domain a_domain, Domain b_domain) {
+  return {std::move(name),
+          std::move(error_name),
+          [fn = std::move(fn)](const Operands& in) { return fn(in[0], in[1]); },
+          {"a", "b"},
+          std::move(fixture_file),
+          std::move(cases),
+          {std::move(a_domain), std::move(b_domain)},
+          kBinaryShapes};
+}
+
+const Domain kPositive{0.2, 2.0};
+const Domain kReal{-2.0, 2.0};
+const Domain kOpen{-0.9, 0.9};
+
+const std::vector<OpInfo>& op_table() {
+  static const std::vector<OpInfo> table = {
+      // --- arithmetic (core_ops.txt, tests/fixtures/make_fixtures.py) ---
+      binary("add", "add", [](const Tensor& a, const Tensor& b) { return a + b; }, "core_ops.txt", prefixed("add_", kBinaryCases),
+             {}, {}),
+      binary("sub", "sub", [](const Tensor& a, const Tensor& b) { return a - b; }, "core_ops.txt", prefixed("sub_", kBinaryCases),
+             {}, {}),
+      binary("mul", "mul", [](const Tensor& a, const Tensor& b) { return a * b; }, "core_ops.txt", prefixed("mul_", kBinaryCases),
+             {}, {}),
+      binary("div", "div", [](const Tensor& a, const Tensor& b) { return a / b; }, "core_ops.txt", prefixed("div_", kBinaryCases),
+             {}, {0.5, 2.0}),
+      unary("neg", "neg", [](const Tensor& x) { return -x; }, "core_ops.txt", kReal),
+      unary("sqrt", "sqrt", [](const Tensor& x) { return x.sqrt(); }, "core_ops.txt", kPositive),
+      unary("pow_e3", "pow", [](const Tensor& x) { return x.pow(3.0); }, "core_ops.txt", kReal),
+      unary("pow_e0p5", "pow", [](const Tensor& x) { return tg::pow(x, 0.5); }, "core_ops.txt", kPositive),
+      unary("exp", "exp", [](const Tensor& x) { return tg::exp(x); }, "core_ops.txt", kReal),
+      unary("log", "log", [](const Tensor& x) { return x.log(); }, "core_ops.txt", kPositive),
+      // --- arithmetic (elementwise.txt, tests/fixtures/make_elementwise_fixtures.py) ---
+      unary("log1p", "log1p", [](const Tensor& x) { return x.log1p(); }, "elementwise.txt", kOpen),
+      unary("rsqrt", "rsqrt", [](const Tensor& x) { return x.rsqrt(); }, "elementwise.txt", kPositive),
+      unary("pow_base2p5", "pow", [](const Tensor& x) { return tg::pow(2.5, x); }, "elementwise.txt", kReal),
+      // 0^e: its gradient is 0 by convention for e >= 0 and -inf·0^e for e < 0; gradcheck on e > 0.
+      unary("pow_base0", "pow", [](const Tensor& x) { return tg::pow(0.0, x); }, "elementwise.txt", kPositive),
+      binary("pow_tensor", "pow", [](const Tensor& a, const Tensor& b) { return a.pow(b); }, "elementwise.txt",
+             [] {
+               const std::vector<std::string> shapes = {"2x3_2x3", "2x3_3", "4x1x3_2x1", "3_2x3", "s_2x2"};
+               std::vector<std::string> cases = prefixed("pow_tensor_", shapes);
+               for (const std::string& name : prefixed("pow_tensor_zero_base_", shapes)) cases.push_back(name);
+               return cases;
+             }(),
+             {0.5, 2.0}, kReal),
+      unary("abs", "abs", [](const Tensor& x) { return tg::abs(x); }, "elementwise.txt", {-0.9, 0.9, {0.0}}),
+      // --- activations ---
+      unary("relu", "relu", [](const Tensor& x) { return tg::relu(x); }, "core_ops.txt", {-2.0, 2.0, {0.0}}),
+      unary("tanh", "tanh", [](const Tensor& x) { return tg::tanh(x); }, "elementwise.txt", kOpen),
+      unary("sigmoid", "sigmoid", [](const Tensor& x) { return x.sigmoid(); }, "elementwise.txt", kOpen),
+      unary("gelu_none", "gelu", [](const Tensor& x) { return tg::gelu(x); }, "elementwise.txt", kOpen),
+      unary("gelu_tanh", "gelu", [](const Tensor& x) { return x.gelu("tanh"); }, "elementwise.txt", kOpen),
+      // --- clamp with scalar bounds (kinks at the bounds) ---
+      unary("clamp_both", "clamp", [](const Tensor& x) { return x.clamp(-0.5, 0.25); }, "elementwise.txt",
+            {-0.9, 0.9, {-0.5, 0.25}}),
+      unary("clamp_min", "clamp", [](const Tensor& x) { return x.clamp_min(-0.5); }, "elementwise.txt",
+            {-0.9, 0.9, {-0.5}}),
+      unary("clamp_max", "clamp", [](const Tensor& x) { return tg::clamp(x, std::nullopt, 0.25); }, "elementwise.txt",
+            {-0.9, 0.9, {0.25}}),
+      unary("clamp_crossed", "clamp", [](const Tensor& x) { return x.clamp(0.5, -0.5); }, "elementwise.txt", kOpen),
+      // --- clamp with tensor bounds, broadcast with x ---
+      {"clamp_tensor_both", "clamp",
+       [](const Operands& in) { return tg::clamp(in[0], in[1], in[2]); }, {"x", "min", "max"}, "elementwise.txt",
+       {"clamp_tensor_both_2x3_2x3_2x3", "clamp_tensor_both_2x3_3_2x1", "clamp_tensor_both_2x1_3_1x3"},
+       {{-1.5, 1.5}, {-1.0, 0.0}, {0.0, 1.0}},
+       {{{2, 3}, {2, 3}, {2, 3}}, {{2, 3}, {3}, {2, 1}}, {{}, {2, 2}, {2, 1}}, {{4}, {}, {}}}},
+      // the same with the bounds drawn across each other (min > max in places)
+      {"clamp_tensor_crossed", "clamp",
+       [](const Operands& in) { return tg::clamp(in[0], in[1], in[2]); }, {"x", "min", "max"}, "elementwise.txt", {},
+       {{-1.5, 1.5}, {-1.0, 1.0}, {-1.0, 1.0}}, {{{3, 4}, {3, 4}, {3, 4}}, {{2, 3}, {3}, {2, 1}}}},
+      {"clamp_tensor_min", "clamp", [](const Operands& in) { return in[0].clamp(in[1]); }, {"x", "min"},
+       "elementwise.txt", {"clamp_tensor_min_4x1x3_2x1"}, {{-1.0, 1.0}, {-1.0, 1.0}},
+       {{{4, 1, 3}, {2, 1}}, {{3}, {2, 3}}}},
+      {"clamp_tensor_max", "clamp", [](const Operands& in) { return in[0].clamp(std::nullopt, in[1]); }, {"x", "max"},
+       "elementwise.txt", {"clamp_tensor_max_3_2x3"}, {{-1.0, 1.0}, {-1.0, 1.0}}, {{{3}, {2, 3}}, {{2, 3}, {}}}},
+  };
+  return table;
+}
+
+// A float64 leaf of `shape` drawn from `domain` (see Domain).
+Tensor draw(const Shape& shape, const Domain& domain) {
+  Tensor t = tg::empty(shape, tg::kFloat64);
+  t.uniform_(domain.low, domain.high);
+  double* values = t.mutable_data<double>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    for (double kink : domain.kinks)
+      if (std::fabs(values[i] - kink) < 0.05) values[i] += 0.1;
+  return t.requires_grad_();
+}
+
+// actual against PyTorch's value: the same shape and dtype, NaN and ±inf where PyTorch has them
+// (0^−½'s infinite gradient, say), finite values within tol · (1 + |expected|).
+void require_matches(const Tensor& actual, const Tensor& expected, double tol) {
+  REQUIRE(actual.defined());
+  REQUIRE(actual.shape() == expected.shape());
+  REQUIRE(actual.dtype() == expected.dtype());
+  tg::testing::require_ieee_equal(actual, tg::testing::values(expected), tol);
+}
+
+const OpInfo& row_named(const std::string& name) {
+  for (const OpInfo& row : op_table())
+    if (row.name == name) return row;
+  throw std::runtime_error("no row " + name);
+}
+
+std::vector<std::string> row_names() {
+  std::vector<std::string> names;
+  for (const OpInfo& row : op_table()) names.push_back(row.name);
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("the op table names every row once and fills every field", "[core][elementwise][opinfo]") {
+  std::vector<std::string> names = row_names();
+  std::sort(names.begin(), names.end());
+  CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
+  for (const OpInfo& row : op_table()) {
+    INFO(row.name);
+    CHECK(row.domain.size() == row.operands.size());
+    CHECK_FALSE(row.gradcheck_shapes.empty());
+    for (const auto& shapes : row.gradcheck_shapes) CHECK(shapes.size() == row.operands.size());
+  }
+}
+
+TEST_CASE("elementwise ops match PyTorch forward and backward", "[core][elementwise][opinfo][fixture]") {
+  for (const OpInfo& row : op_table()) {
+    for (const std::string& case_name : row.fixture_cases) {
+      for (const char* suffix : {"_f32", "_f64"}) {
+        INFO(row.name << ": case " << case_name + suffix);
+        const auto& c = fixture(row.fixture_file, case_name + suffix);
+        const double tol = fixture_tol(c.at(row.operands[0]).dtype());
+        Operands in;
+        for (const std::string& key : row.operands) in.push_back(leaf(c.at(key)));
+        const Tensor y = row.fn(in);
+        require_matches(y, c.at("y"), tol);
+        y.backward(c.at("dy"));
+        for (size_t k = 0; k < in.size(); ++k) {
+          INFO("gradient d" << row.operands[k]);
+          require_matches(in[k].grad(), c.at("d" + row.operands[k]), tol);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("elementwise ops pass gradcheck in float64 over their domains", "[core][elementwise][opinfo][gradcheck]") {
+  const std::string name = GENERATE(from_range(row_names()));
+  const OpInfo& row = row_named(name);
+  tg::manual_seed(13);
+  for (const std::vector<Shape>& shapes : row.gradcheck_shapes) {
+    std::string shape_list;
+    for (const Shape& shape : shapes) shape_list += tg::to_string(shape) + " ";
+    INFO(row.name << " on " << shape_list);
+    Operands in;
+    for (size_t k = 0; k < shapes.size(); ++k) in.push_back(draw(shapes[k], row.domain[k]));
+    TG_REQUIRE_GRADCHECK([&](const Operands& operands) { return row.fn(operands); }, in);
+  }
+}
+
+TEST_CASE("elementwise ops refuse int64 and bool tensors, naming the op and the dtype",
+          "[core][elementwise][opinfo][dtype][errors]") {
+  const tg::DType dtype = GENERATE(tg::kInt64, tg::kBool);
+  for (const OpInfo& row : op_table()) {
+    for (const std::vector<Shape>& shapes : row.gradcheck_shapes) {  // the broadcasting paths too
+      INFO(row.name << " on " << dtype << " operands of shapes " << tg::to_string(shapes[0]) << "...");
+      Operands in;
+      for (const Shape& shape : shapes) in.push_back(tg::ones(shape, dtype));
+      REQUIRE_THROWS_AS(row.fn(in), tg::Error);
+      REQUIRE_THROWS_WITH(row.fn(in), Catch::StartsWith(row.error_name + ": not implemented for " +
+                                                        std::string(tg::name(dtype)) + " tensors"));
+    }
+  }
+}
+
+TEST_CASE("elementwise ops on empty operands give empty results and gradients", "[core][elementwise][opinfo][empty]") {
+  const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64);
+  for (const OpInfo& row : op_table()) {
+    INFO(row.name << " on " << dtype);
+    Operands in;
+    for (size_t k = 0; k < row.operands.size(); ++k) in.push_back(tg::ones({0, 3}, dtype).requires_grad_());
+    const Tensor y = row.fn(in);
+    REQUIRE(y.shape() == Shape{0, 3});
+    REQUIRE(y.dtype() == dtype);
+    REQUIRE(y.requires_grad());
+    y.sum().backward();
+    for (const Tensor& operand : in) {
+      REQUIRE(operand.grad().defined());
+      CHECK(operand.grad().shape() == Shape{0, 3});
+    }
+  }
+}
