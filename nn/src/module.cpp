@@ -8,6 +8,7 @@
 #include "autograd/node.hpp"
 #include "member_name.hpp"
 #include "out_of_memory.hpp"
+#include "tensor_impl.hpp"
 #include "tapegrad/autograd.hpp"
 
 namespace tg::nn {
@@ -29,8 +30,6 @@ Parameter& Parameter::operator=(const Tensor& values) {
   copy_(values);
   return *this;
 }
-
-void Parameter::replace(const Tensor& value) { Tensor::operator=(value); }
 
 // --- Members: one visitor behind every walk ----------------------------------------------------------
 
@@ -171,16 +170,30 @@ void Module::zero_grad() {
 Module& Module::to(DType dtype) {
   // Parameters require grad, which only float tensors can: refuse before converting any of them.
   check(is_floating_point(dtype), "Module.to", "parameters must be float32 or float64, got ", dtype);
-  Members::Visitor visitor{.on_parameter = [dtype](const std::string&, Parameter& p) {
+  // Every conversion first, then the swaps: running out of memory half-way leaves the module as it was.
+  struct Conversion {
+    Tensor param;  // the parameter's own handle: its identity is what the optimizer holds
+    Tensor values;
+    Tensor grad;
+  };
+  std::vector<Conversion> conversions;
+  Members::Visitor visitor{.on_parameter = [&](const std::string&, Parameter& p) {
     if (p.dtype() == dtype) return;
+    // A parameter declared twice (tied weights) is converted once and stays one tensor.
+    for (const Conversion& c : conversions)
+      if (c.param.is_same(p)) return;
     NoGradGuard no_grad;  // a conversion of leaves, not an operation to differentiate
     const Tensor grad = p.grad();
-    Tensor converted = p.to(dtype);
-    converted.requires_grad_(p.requires_grad());
-    if (grad.defined()) converted.set_grad(grad.to(dtype));
-    p.replace(converted);
+    conversions.push_back({p, p.detach().to(dtype), grad.defined() ? grad.detach().to(dtype) : Tensor()});
   }};
   walk(visitor, "");
+  // As PyTorch's `param.data = param.to(dtype)`: the same parameter objects (which optimizers, hooks
+  // and every handle refer to) now hold the converted values, and their grads are converted too.
+  for (Conversion& c : conversions) {
+    c.param.set_grad(Tensor());
+    tg::detail::set_data(c.param, c.values);
+    if (c.grad.defined()) c.param.set_grad(c.grad);
+  }
   return *this;
 }
 

@@ -40,10 +40,10 @@ class Module;
 //   // w, lin.parameters()[0] and the optimizer now all read zeros
 //
 // This is the libtorch pitfall (`lin->weight = t` silently detaching the parameter from the
-// module and the optimizer) made impossible. The one operation that does replace the tensor is
-// Module::to(dtype), because a new dtype needs new storage: build optimizers after calling
-// to(), as in PyTorch. (Assigning through a `tg::Tensor&` that refers to a Parameter rebinds
-// the handle like any Tensor assignment; don't.)
+// module and the optimizer) made impossible. Module::to(dtype) keeps the identity too: the same
+// tensor then holds new storage of the new dtype, so an optimizer built before to() goes on
+// training it. (Assigning through a `tg::Tensor&` that refers to a Parameter rebinds the handle
+// like any Tensor assignment; don't.)
 class Parameter : public Tensor {
  public:
   Parameter() = default;  // an absent parameter (Linear's bias with bias = false)
@@ -60,9 +60,6 @@ class Parameter : public Tensor {
   const std::string& label() const { return label_; }
 
  private:
-  friend class Module;
-  void replace(const Tensor& value);  // Module::to only: a new tensor for the slot
-
   std::string label_;
 };
 
@@ -119,8 +116,11 @@ class Module {
   std::vector<Tensor> parameters();  // handles sharing the parameters' storage and grad
   std::vector<std::pair<std::string, Tensor>> named_parameters();  // "0.weight", "ln.bias", ...
   void zero_grad();  // every parameter's grad becomes undefined (PyTorch 2's set_to_none)
-  // Converts every parameter (and its grad) to `dtype`. This replaces the parameters' tensors:
-  // create optimizers after calling it.
+
+  /// Converts every parameter and its grad to `dtype` (float32 or float64), keeping each
+  /// parameter's identity as PyTorch does (`param.data = param.to(dtype)`): every handle to it,
+  /// an optimizer built before and its hooks see the new dtype. An optimizer's state (momentum,
+  /// Adam's moments) follows at its next step. Views taken before (detach()) keep the old values.
   Module& to(DType dtype);
   Module& train(bool on = true);  // this module and all its descendants
   Module& eval() { return train(false); }
