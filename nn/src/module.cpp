@@ -169,7 +169,7 @@ void Module::zero_grad() {
   walk(visitor, "");
 }
 
-Module& Module::to(DType dtype) {
+Module& Module::to(DType dtype) try {
   // Parameters require grad, which only float tensors can: refuse before converting any of them.
   check(is_floating_point(dtype), "Module.to", "parameters must be float32 or float64, got ", dtype);
   // Every conversion first, then the swaps: running out of memory half-way leaves the module as it was.
@@ -197,6 +197,8 @@ Module& Module::to(DType dtype) {
     if (c.grad.defined()) c.param.set_grad(c.grad);
   }
   return *this;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("Module.to");
 }
 
 // --- state_dict ------------------------------------------------------------------------------------
@@ -241,13 +243,15 @@ std::vector<std::string> StateDict::keys() const {
   return names;
 }
 
-StateDict Module::state_dict() {
+StateDict Module::state_dict() try {
   StateDict result;
   for (const auto& [name, param] : named_parameters()) result.insert(name, param.detach());
   return result;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("state_dict");
 }
 
-IncompatibleKeys Module::load_state_dict(const StateDict& state_dict, bool strict) {
+IncompatibleKeys Module::load_state_dict(const StateDict& state_dict, bool strict) try {
   const char* op = "load_state_dict";
   std::vector<std::pair<std::string, Parameter*>> slots;
   Members::Visitor visitor{.on_parameter = [&](const std::string& name, Parameter& p) { slots.emplace_back(name, &p); }};
@@ -300,6 +304,8 @@ IncompatibleKeys Module::load_state_dict(const StateDict& state_dict, bool stric
   for (size_t i = 0; i < slots.size(); ++i)
     if (values[i].defined()) *slots[i].second = values[i];  // Parameter's assignment: a copy into its storage
   return incompatible;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("load_state_dict");
 }
 
 Module& Module::train(bool on) {
