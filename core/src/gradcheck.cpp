@@ -3,7 +3,10 @@
 #include "tapegrad/gradcheck.hpp"
 
 #include <cmath>
+#include <iomanip>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "out_of_memory.hpp"
 #include "tapegrad/autograd.hpp"
@@ -57,6 +60,31 @@ void check_jacobian_size(const std::vector<Tensor>& x, int64_t outputs, const Sh
   }
 }
 
+// How well one Jacobian entry agrees, ordered worst-last: its |diff| relative to its tolerance, its
+// |diff|, then |numeric|.
+struct Closeness {
+  double ratio;
+  double error;
+  double magnitude;
+  bool operator<(const Closeness& other) const {
+    if (ratio != other.ratio) return ratio < other.ratio;
+    if (error != other.error) return error < other.error;
+    return magnitude < other.magnitude;
+  }
+};
+
+// Element `flat` of a row-major tensor of `shape` as its index: 5 in [3, 4] is "[1, 1]".
+std::string index_in(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = shape[d] > 0 ? flat % shape[d] : 0;
+    flat = shape[d] > 0 ? flat / shape[d] : 0;
+  }
+  std::string text = "[";
+  for (size_t d = 0; d < index.size(); ++d) text += (d ? ", " : "") + std::to_string(index[d]);
+  return text + "]";
+}
+
 }  // namespace
 
 GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs,
@@ -72,13 +100,15 @@ GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Te
     any_requires_grad |= inputs[i].requires_grad();
   }
   check(any_requires_grad, "gradcheck", "no input requires grad; call requires_grad_() on the inputs to check");
+  // The analytic Jacobian is a backward pass through what fn records.
+  check(is_grad_enabled(), "gradcheck",
+        "grad mode is off on this thread (a NoGradGuard is alive), so fn's operations are not recorded and "
+        "there is no analytic gradient to check; call gradcheck outside the NoGradGuard");
 
+  // Every evaluation, the finite differences' included, runs in the caller's grad mode, as PyTorch's
+  // gradcheck does: fn may use what only grad mode allows (register_hook on an intermediate result).
   std::vector<Tensor> x = private_copies(inputs);
-  Shape out_shape;
-  {
-    NoGradGuard no_grad;
-    out_shape = evaluate(fn, x, nullptr).shape();
-  }
+  const Shape out_shape = evaluate(fn, x, nullptr).shape();
   const int64_t outputs = checked_numel(out_shape, "gradcheck");
   check_jacobian_size(x, outputs, out_shape);
 
@@ -102,10 +132,14 @@ GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Te
 
   GradcheckResult result;
   result.max_abs_error.assign(x.size(), 0.0);
-  double worst_excess = -INFINITY;
-  NoGradGuard no_grad;
+  // The element reported is the one that agrees worst relative to its tolerance: the largest
+  // |analytic − numeric| / (atol + rtol·|numeric|), then the largest |diff|, then the largest
+  // |numeric| (so that an exact check names an element with a gradient rather than a zero).
+  Closeness worst{-1.0, -1.0, -1.0};
+  int64_t compared = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     if (!inputs[i].requires_grad()) continue;
+    // Written through the raw pointer: the perturbation is not an operation of the function.
     double* values = x[i].mutable_data<double>();
     for (int64_t j = 0; j < x[i].numel(); ++j) {
       const double original = values[j];
@@ -118,10 +152,14 @@ GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Te
         const double numeric = (plus[k] - minus[k]) / (2.0 * options.eps);
         const double a = analytic[i][k * x[i].numel() + j];
         const double error = std::fabs(a - numeric);
-        const double excess = std::isfinite(error) ? error - (options.atol + options.rtol * std::fabs(numeric)) : INFINITY;
-        result.max_abs_error[i] = std::max(result.max_abs_error[i], std::isfinite(error) ? error : INFINITY);
-        if (excess > worst_excess) {
-          worst_excess = excess;
+        const double allowed = options.atol + options.rtol * std::fabs(numeric);
+        // Non-finite (NaN) errors rank as infinitely bad; a zero tolerance allows only exact agreement.
+        const double ratio = !std::isfinite(error) ? INFINITY : allowed > 0 ? error / allowed : error > 0 ? INFINITY : 0.0;
+        const Closeness here{ratio, std::isfinite(error) ? error : INFINITY, std::fabs(numeric)};
+        result.max_abs_error[i] = std::max(result.max_abs_error[i], here.error);
+        ++compared;
+        if (worst < here) {
+          worst = here;
           result.input = static_cast<int64_t>(i);
           result.element = j;
           result.output_element = k;
@@ -131,17 +169,24 @@ GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Te
       }
     }
   }
-  result.passed = worst_excess <= 0;
+  result.passed = worst.ratio <= 1.0;
   std::ostringstream message;
   message.exceptions(std::ios::badbit);  // out of memory must throw, not cut the message short
   if (result.input < 0) {
     message << "gradcheck: nothing to compare (the inputs that require grad have no elements)";
   } else {
-    message << (result.passed ? "gradcheck passed; worst element: " : "gradcheck FAILED: Jacobian mismatch at ")
-            << "input " << result.input << " (shape " << to_string(inputs[result.input].shape()) << "), element "
-            << result.element << ", output element " << result.output_element << ": analytic " << result.analytic
-            << " vs numeric " << result.numeric << " (|diff| " << std::fabs(result.analytic - result.numeric)
-            << ", allowed " << options.atol + options.rtol * std::fabs(result.numeric) << ")";
+    const double allowed = options.atol + options.rtol * std::fabs(result.numeric);
+    if (result.passed)
+      message << "gradcheck passed: all " << compared << " Jacobian entries agree within atol + rtol*|numeric|; "
+              << "the closest to its tolerance is ";
+    else
+      message << "gradcheck FAILED: Jacobian mismatch at ";
+    message << "input " << result.input << " (shape " << to_string(inputs[result.input].shape()) << ") element "
+            << index_in(result.element, inputs[result.input].shape()) << ", output element "
+            << index_in(result.output_element, out_shape) << ": analytic " << std::setprecision(10) << result.analytic
+            << " vs numeric " << result.numeric << std::setprecision(3) << " (|diff| " << worst.error;
+    if (std::isfinite(worst.ratio)) message << ", " << worst.ratio << " times";
+    message << " the allowed " << allowed << ")";
   }
   result.message = message.str();
   return result;

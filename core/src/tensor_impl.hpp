@@ -69,6 +69,16 @@ inline const std::shared_ptr<TensorImpl>& impl_ptr_of(const Tensor& t) { return 
 // Marks an in-place write to t's storage (fill_, copy_, an optimizer's update...), so that a
 // backward that saved t before the write refuses to use it.
 inline void bump_version(const Tensor& t) { ++tg::detail::impl_of(t)->storage->version; }
+
+// PyTorch's `t.data = source` (what Module::to does to each parameter): t keeps its identity —
+// every handle to it, its gradient accumulator and hooks — and from now on holds source's storage
+// and dtype. Same shape; t's grad must already be undefined or of source's dtype. Views made from
+// t before (detach, reshape) keep the old storage, as in PyTorch.
+inline void set_data(const Tensor& t, const Tensor& source) {
+  TensorImpl* impl = impl_of(t);
+  impl->storage = impl_of(source)->storage;
+  impl->dtype = source.dtype();
+}
 }  // namespace detail
 
 // The element count of `shape`, or tg::Error naming `op` for a negative dim or an overflow.

@@ -74,7 +74,8 @@ ClassLossArgs check_class_targets(const char* op, const Tensor& input, const Ten
                                   int64_t ignore_index) {
   check_input_and_weight(op, input, weight);
   check(target.defined(), op, "undefined target");
-  check(target.dtype() == kInt64, op, "expected int64 class targets, got ", target.dtype(),
+  check(target.dtype() == kInt64, op, "expected int64 class targets of shape ", row_shape(input.shape()),
+        " for input of shape ", input.shape(), ", got ", target.dtype(), " of shape ", target.shape(),
         " (convert class indices with .to(tg::kInt64))");
   check(target.shape() == row_shape(input.shape()), op, "expected target of shape ", row_shape(input.shape()),
         " for input of shape ", input.shape(), " ([N, C] takes [N], [C] takes [], [N, C, d1, ...] takes [N, d1, ...]), got ",
@@ -434,6 +435,14 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     check(options.ignore_index < 0, "cross_entropy", "ignore_index (", options.ignore_index,
           ") is not supported with probability targets");
     return class_probability_loss(input, target, options.weight, options.reduction, options.label_smoothing);
+  }
+  // A float target is meant as probabilities (the other form takes int64 classes): name the shapes.
+  if (input.defined() && target.defined() && input.dim() >= 1 && is_floating_point(target.dtype())) {
+    check_input_and_weight("cross_entropy", input, options.weight);
+    throw Error(tg::detail::concat(
+        "cross_entropy: a ", target.dtype(), " target holds class probabilities and must have input's shape ",
+        input.shape(), ", got target of shape ", target.shape(), " (class indices are an int64 target of shape ",
+        row_shape(input.shape()), ")"));
   }
   const ClassLossArgs args = check_class_targets("cross_entropy", input, target, options.weight, options.ignore_index);
   return class_index_loss("cross_entropy", "CrossEntropyBackward", input, args, options.weight, options.ignore_index,

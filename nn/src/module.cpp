@@ -2,12 +2,15 @@
 // parameters.
 #include "tapegrad/nn/module.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <new>
+#include <utility>
 
 #include "autograd/node.hpp"
 #include "member_name.hpp"
 #include "out_of_memory.hpp"
+#include "tensor_impl.hpp"
 #include "tapegrad/autograd.hpp"
 
 namespace tg::nn {
@@ -29,8 +32,6 @@ Parameter& Parameter::operator=(const Tensor& values) {
   copy_(values);
   return *this;
 }
-
-void Parameter::replace(const Tensor& value) { Tensor::operator=(value); }
 
 // --- Members: one visitor behind every walk ----------------------------------------------------------
 
@@ -168,20 +169,143 @@ void Module::zero_grad() {
   walk(visitor, "");
 }
 
-Module& Module::to(DType dtype) {
+Module& Module::to(DType dtype) try {
   // Parameters require grad, which only float tensors can: refuse before converting any of them.
   check(is_floating_point(dtype), "Module.to", "parameters must be float32 or float64, got ", dtype);
-  Members::Visitor visitor{.on_parameter = [dtype](const std::string&, Parameter& p) {
+  // Every conversion first, then the swaps: running out of memory half-way leaves the module as it was.
+  struct Conversion {
+    Tensor param;  // the parameter's own handle: its identity is what the optimizer holds
+    Tensor values;
+    Tensor grad;
+  };
+  std::vector<Conversion> conversions;
+  Members::Visitor visitor{.on_parameter = [&](const std::string&, Parameter& p) {
     if (p.dtype() == dtype) return;
+    // A parameter declared twice (tied weights) is converted once and stays one tensor.
+    for (const Conversion& c : conversions)
+      if (c.param.is_same(p)) return;
     NoGradGuard no_grad;  // a conversion of leaves, not an operation to differentiate
     const Tensor grad = p.grad();
-    Tensor converted = p.to(dtype);
-    converted.requires_grad_(p.requires_grad());
-    if (grad.defined()) converted.set_grad(grad.to(dtype));
-    p.replace(converted);
+    conversions.push_back({p, p.detach().to(dtype), grad.defined() ? grad.detach().to(dtype) : Tensor()});
   }};
   walk(visitor, "");
+  // As PyTorch's `param.data = param.to(dtype)`: the same parameter objects (which optimizers, hooks
+  // and every handle refer to) now hold the converted values, and their grads are converted too.
+  for (Conversion& c : conversions) {
+    c.param.set_grad(Tensor());
+    tg::detail::set_data(c.param, c.values);
+    if (c.grad.defined()) c.param.set_grad(c.grad);
+  }
   return *this;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("Module.to");
+}
+
+// --- state_dict ------------------------------------------------------------------------------------
+
+const StateDict::Entry* StateDict::find(const std::string& name) const {
+  for (const Entry& entry : entries_)
+    if (entry.first == name) return &entry;
+  return nullptr;
+}
+
+void StateDict::insert(const std::string& name, Tensor tensor) {
+  if (const Entry* entry = find(name))
+    const_cast<Entry*>(entry)->second = std::move(tensor);
+  else
+    entries_.emplace_back(name, std::move(tensor));
+}
+
+bool StateDict::contains(const std::string& name) const { return find(name) != nullptr; }
+
+const Tensor& StateDict::at(const std::string& name) const {
+  const Entry* entry = find(name);
+  if (entry == nullptr) {
+    std::string known;
+    for (const Entry& e : entries_) known += (known.empty() ? "'" : ", '") + e.first + "'";
+    throw Error("StateDict.at: no key '" + name + "'; the keys are " + (known.empty() ? "none" : known));
+  }
+  return entry->second;
+}
+
+Tensor& StateDict::at(const std::string& name) { return const_cast<Tensor&>(std::as_const(*this).at(name)); }
+
+bool StateDict::erase(const std::string& name) {
+  const Entry* entry = find(name);
+  if (entry == nullptr) return false;
+  entries_.erase(entries_.begin() + (entry - entries_.data()));
+  return true;
+}
+
+std::vector<std::string> StateDict::keys() const {
+  std::vector<std::string> names;
+  for (const Entry& entry : entries_) names.push_back(entry.first);
+  return names;
+}
+
+StateDict Module::state_dict() try {
+  StateDict result;
+  for (const auto& [name, param] : named_parameters()) result.insert(name, param.detach());
+  return result;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("state_dict");
+}
+
+IncompatibleKeys Module::load_state_dict(const StateDict& state_dict, bool strict) try {
+  const char* op = "load_state_dict";
+  std::vector<std::pair<std::string, Parameter*>> slots;
+  Members::Visitor visitor{.on_parameter = [&](const std::string& name, Parameter& p) { slots.emplace_back(name, &p); }};
+  walk(visitor, "");
+
+  // Every problem first, PyTorch's way (missing, unexpected, then per-key errors), all in one message.
+  IncompatibleKeys incompatible;
+  std::vector<std::string> errors;
+  std::vector<Tensor> values(slots.size());  // converted to each parameter's dtype before any copy
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const auto& [name, param] = slots[i];
+    if (!state_dict.contains(name)) {
+      incompatible.missing_keys.push_back(name);
+      continue;
+    }
+    const Tensor& value = state_dict.at(name);
+    if (!value.defined()) {
+      errors.push_back(tg::detail::concat("'", name, "' is an undefined tensor"));
+    } else if (!is_floating_point(value.dtype())) {
+      errors.push_back(tg::detail::concat("'", name, "' is ", value.dtype(), "; the parameter is ", param->dtype()));
+    } else if (value.shape() != param->shape()) {
+      errors.push_back(tg::detail::concat("size mismatch for '", name, "': copying a tensor of shape ", value.shape(),
+                                          ", the parameter has shape ", param->shape()));
+    } else {
+      NoGradGuard no_grad;
+      values[i] = value.detach().to(param->dtype());
+    }
+  }
+  for (const StateDict::Entry& entry : state_dict) {
+    const bool known = std::any_of(slots.begin(), slots.end(), [&](const auto& slot) { return slot.first == entry.first; });
+    if (!known) incompatible.unexpected_keys.push_back(entry.first);
+  }
+  const auto quoted = [](const std::vector<std::string>& names) {
+    std::string list;
+    for (const std::string& name : names) list += (list.empty() ? "'" : ", '") + name + "'";
+    return list;
+  };
+  std::string message;
+  if (strict && !incompatible.missing_keys.empty())
+    message += "missing key(s) in state_dict: " + quoted(incompatible.missing_keys) + "; ";
+  if (strict && !incompatible.unexpected_keys.empty())
+    message += "unexpected key(s) in state_dict: " + quoted(incompatible.unexpected_keys) + "; ";
+  for (const std::string& error : errors) message += error + "; ";
+  if (!message.empty())
+    throw Error(std::string(op) + ": " + message + "nothing was loaded" +
+                (strict && (!incompatible.missing_keys.empty() || !incompatible.unexpected_keys.empty())
+                     ? " (load_state_dict(state_dict, false) loads the keys that match and returns the others)"
+                     : ""));
+
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (values[i].defined()) *slots[i].second = values[i];  // Parameter's assignment: a copy into its storage
+  return incompatible;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("load_state_dict");
 }
 
 Module& Module::train(bool on) {

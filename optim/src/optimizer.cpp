@@ -50,6 +50,7 @@ void Optimizer::step() try {
           "'s grad to be ", params_[i].dtype(), " of shape ", params_[i].shape(), ", got ", grad.dtype(), " of shape ",
           grad.shape());
   }
+  for (size_t i = 0; i < params_.size(); ++i) follow_dtype(i);
   size_t i = 0;
   for (size_t group = 0; group < group_sizes_.size(); ++group) {
     for (size_t end = i + group_sizes_[group]; i < end; ++i) {
@@ -60,6 +61,16 @@ void Optimizer::step() try {
   ++step_count_;
 } catch (...) {
   tg::detail::rethrow_out_of_memory_as(name_);
+}
+
+void Optimizer::follow_dtype(size_t index) {
+  // Module::to changed the parameter's dtype after this state was made: convert the state, as
+  // PyTorch's load_state_dict casts state to its parameter's dtype. The step count stays float64.
+  const Tensor& param = params_[index];
+  for (auto& [name, tensor] : state_[index]) {
+    if (name == kStepState || tensor.dtype() == param.dtype()) continue;
+    tensor = tensor.detach().to(param.dtype());
+  }
 }
 
 void Optimizer::zero_grad() {

@@ -42,6 +42,59 @@ TEST_CASE("gradcheck fails a wrong gradient and says where", "[core][gradcheck]"
   CHECK(r.message.find("FAILED") != std::string::npos);
 }
 
+TEST_CASE("gradcheck's passed line names the worst-agreeing element by index, with both values", "[core][gradcheck]") {
+  // f(x) = x², elementwise: the Jacobian is diagonal. The finite-difference error of a square is
+  // exact up to rounding, so the worst element relative to its tolerance is a diagonal one with
+  // a gradient, never an off-diagonal zero.
+  const Tensor x = tg::tensor({0.5, -1.0, 3.0, 1.5}, {2, 2}, tg::kFloat64).requires_grad_();
+  const tg::GradcheckResult r = tg::gradcheck([](const std::vector<Tensor>& in) { return in[0] * in[0]; }, {x});
+  INFO(r.message);
+  REQUIRE(r.passed);
+  CHECK(r.output_element == r.element);
+  CHECK(r.analytic == 2 * x.to_vector<double>()[static_cast<size_t>(r.element)]);
+  CHECK(r.message.find("passed: all 16 Jacobian entries agree") != std::string::npos);
+  const std::string index = r.element == 0 ? "[0, 0]" : r.element == 1 ? "[0, 1]" : r.element == 2 ? "[1, 0]" : "[1, 1]";
+  CHECK(r.message.find("element " + index + ", output element " + index) != std::string::npos);
+  CHECK(r.message.find("analytic " + std::to_string(static_cast<int>(r.analytic))) != std::string::npos);
+  CHECK(r.message.find(" times the allowed ") != std::string::npos);
+}
+
+TEST_CASE("gradcheck runs fn in grad mode, so fn may register hooks", "[core][gradcheck][hooks]") {
+  tg::manual_seed(54);
+  const Tensor a = random_leaf({2, 3});
+  int hook_calls = 0;
+  // A hook that only observes: the gradients are still those of tanh(a)·2, and gradcheck passes.
+  const auto observed = [&](const std::vector<Tensor>& in) {
+    const Tensor hidden = in[0].tanh();
+    hidden.register_hook([&](const Tensor&) {
+      ++hook_calls;
+      return Tensor();
+    });
+    return hidden * 2.0;
+  };
+  const tg::GradcheckResult r = tg::gradcheck(observed, {a});
+  INFO(r.message);
+  CHECK(r.passed);
+  CHECK(hook_calls == 6);  // one backward per output element
+  // A hook that doubles the gradient makes the analytic Jacobian twice the numeric one: caught.
+  const auto doubled = [](const std::vector<Tensor>& in) {
+    const Tensor hidden = in[0].tanh();
+    hidden.register_hook([](const Tensor& grad) { return grad * 2.0; });
+    return hidden * 2.0;
+  };
+  const tg::GradcheckResult wrong = tg::gradcheck(doubled, {a});
+  INFO(wrong.message);
+  CHECK_FALSE(wrong.passed);
+  CHECK(wrong.analytic == Approx(2 * wrong.numeric).epsilon(1e-6));
+}
+
+TEST_CASE("gradcheck refuses to run under a NoGradGuard", "[core][gradcheck][errors]") {
+  const Tensor x = tg::ones({2}, tg::kFloat64).requires_grad_();
+  tg::NoGradGuard no_grad;
+  REQUIRE_THROWS_WITH(tg::gradcheck([](const std::vector<Tensor>& in) { return in[0] * 2.0; }, {x}),
+                      Catch::Contains("gradcheck") && Catch::Contains("grad mode is off"));
+}
+
 TEST_CASE("gradcheck only checks inputs that require grad", "[core][gradcheck]") {
   tg::manual_seed(52);
   const Tensor a = random_leaf({2, 2});

@@ -105,3 +105,84 @@ TEST_CASE("embedding backward gives the same bits at any thread count", "[embedd
     return std::vector<Tensor>{embed.weight.grad()};
   });
 }
+
+namespace {
+// The options of an embedding_options.txt case.
+F::EmbeddingFuncOptions fixture_options(const tg::testing::FixtureCase& c) {
+  F::EmbeddingFuncOptions options;
+  if (c.has("padding_idx")) options.padding_idx = c.ints("padding_idx")[0];
+  if (c.has("max_norm")) options.max_norm = c.scalar("max_norm");
+  options.norm_type = c.scalar("norm_type");
+  options.scale_grad_by_freq = c.scalar("scale_grad_by_freq") != 0;
+  return options;
+}
+
+Tensor fixture_indices(const tg::testing::FixtureCase& c) {
+  const std::vector<int64_t>& shape = c.ints("indices_shape");
+  std::vector<double> values;
+  for (const int64_t i : c.ints("indices")) values.push_back(static_cast<double>(i));
+  return tg::tensor(values, tg::Shape(shape.begin(), shape.end()), tg::kInt64);
+}
+}  // namespace
+
+TEST_CASE("embedding's max_norm, norm_type and scale_grad_by_freq match PyTorch", "[embedding][fixture]") {
+  const std::string name =
+      GENERATE(as<std::string>{}, "maxnorm_p2", "maxnorm_p1", "maxnorm_pinf", "maxnorm_p3", "freq", "freq_padding_maxnorm");
+  const std::string suffix = GENERATE(as<std::string>{}, "_f32", "_f64");
+  const auto& c = tg::testing::fixture("embedding_options.txt", name + suffix);
+  INFO(c.name);
+  Tensor weight = leaf(c.at("weight"));
+  const F::EmbeddingFuncOptions options = fixture_options(c);
+  const Tensor y = F::embedding(fixture_indices(c), weight, options);
+  // max_norm rewrote the rows it looked up, in place; the rows it did not name are untouched.
+  TG_REQUIRE_CLOSE(weight.detach(), c.at("weight_after"), fixture_atol(suffix));
+  if (!options.max_norm) CHECK(bytes(weight) == bytes(c.at("weight")));
+  TG_REQUIRE_CLOSE(y, c.at("y"), fixture_atol(suffix));
+  y.backward(c.at("dy"));
+  TG_REQUIRE_CLOSE(weight.grad(), c.at("dweight"), fixture_atol(suffix));
+}
+
+TEST_CASE("the Embedding module passes max_norm and scale_grad_by_freq on", "[embedding]") {
+  // Hand-derived: rows 0 = [3, 4] (norm 5) and 1 = [0.3, 0.4] (norm 0.5); max_norm 1 scales row 0
+  // by 1 / (5 + 1e-7) and leaves row 1. Indices [0, 0, 1]: row 0's gradient is the mean of its two
+  // upstream rows (scale_grad_by_freq), row 1's its one.
+  tg::nn::Embedding embed(2, 2, {.max_norm = 1.0, .scale_grad_by_freq = true});
+  embed.weight = tg::tensor({3, 4, 0.3, 0.4}, {2, 2}, tg::kFloat64).to(tg::kFloat32);
+  const Tensor y = embed(int64_values({0, 0, 1}, {3}));
+  const float scale = static_cast<float>(1.0 / (5.0 + 1e-7));
+  CHECK(embed.weight.to_vector<float>() == std::vector<float>{3 * scale, 4 * scale, 0.3f, 0.4f});
+  CHECK(y.to_vector<float>() == std::vector<float>{3 * scale, 4 * scale, 3 * scale, 4 * scale, 0.3f, 0.4f});
+  y.backward(tg::tensor({1, 2, 3, 6, 5, 7}, {3, 2}));
+  CHECK(embed.weight.grad().to_vector<float>() == std::vector<float>{2, 4, 5, 7});
+}
+
+TEST_CASE("scale_grad_by_freq gives the gradient of the sum weighted by 1 / count", "[embedding]") {
+  tg::manual_seed(9);
+  const Tensor weight = tg::randn({5, 3}, tg::kFloat64).requires_grad_();
+  const Tensor indices = int64_values({3, 1, 3, 3, 0}, {5});
+  // The scaled gradient is the gradient of Σ_k g_k · w[i_k] / count(i_k): check that function.
+  const Tensor counts = tg::tensor({1, 1, 1, 3, 1}, {5, 1}, tg::kFloat64).index_select(0, indices);
+  const Tensor upstream = tg::randn({5, 3}, tg::kFloat64);
+  const Tensor analytic_grad = [&] {
+    const Tensor w = weight.detach().clone().requires_grad_();
+    (F::embedding(indices, w, F::EmbeddingFuncOptions{.scale_grad_by_freq = true}) * upstream).sum().backward();
+    return w.grad();
+  }();
+  const Tensor reference = [&] {
+    const Tensor w = weight.detach().clone().requires_grad_();
+    (F::embedding(indices, w) * (upstream / counts)).sum().backward();
+    return w.grad();
+  }();
+  TG_REQUIRE_CLOSE(analytic_grad, reference, 1e-15);
+}
+
+TEST_CASE("embedding refuses a negative max_norm or a non-positive norm_type", "[embedding][errors]") {
+  using Catch::Matchers::Contains;
+  const Tensor weight = tg::ones({4, 2});
+  REQUIRE_TG_ERROR(F::embedding(int64_values({0}, {1}), weight, F::EmbeddingFuncOptions{.max_norm = -1.0}),
+                   Contains("embedding") && Contains("max_norm >= 0, got -1"));
+  REQUIRE_TG_ERROR(F::embedding(int64_values({0}, {1}), weight, F::EmbeddingFuncOptions{.max_norm = 1.0, .norm_type = 0}),
+                   Contains("embedding") && Contains("norm_type > 0"));
+  REQUIRE_TG_ERROR(tg::nn::Embedding(3, 2, {.max_norm = std::nan("")}), Contains("Embedding") && Contains("max_norm"));
+  CHECK(weight.to_vector<float>() == std::vector<float>(8, 1.0f));  // untouched by the refused calls
+}

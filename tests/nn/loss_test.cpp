@@ -117,6 +117,17 @@ TEST_CASE("cross_entropy checks its int64 targets: dtype, shape and range", "[lo
   REQUIRE_THROWS_WITH(tg::nn::cross_entropy(logits, tg::tensor({0, 1, 2}, {3, 1}, tg::kInt64)),
                       Catch::Contains("cross_entropy") && Catch::Contains("[3]") && Catch::Contains("[3, 1]"));
   REQUIRE_THROWS_WITH(tg::nn::cross_entropy(logits, Tensor()), Catch::Contains("cross_entropy"));
+  // A float target is the probability form: the message names the shape it needs, and the other form's.
+  REQUIRE_THROWS_WITH(tg::nn::cross_entropy(logits, tg::rand({3, 5})),
+                      Catch::Contains("cross_entropy: a float32 target holds class probabilities") &&
+                          Catch::Contains("input's shape [3, 4], got target of shape [3, 5]") &&
+                          Catch::Contains("int64 target of shape [3]"));
+  REQUIRE_THROWS_WITH(tg::nn::cross_entropy(logits, tg::rand({4}, tg::kFloat64)),
+                      Catch::Contains("float64 target") && Catch::Contains("[3, 4]") && Catch::Contains("shape [4]"));
+  // nll_loss has no probability form: int64 classes, and the shapes named.
+  REQUIRE_THROWS_WITH(tg::nn::nll_loss(logits, tg::rand({3, 5})),
+                      Catch::Contains("nll_loss: expected int64 class targets of shape [3] for input of shape [3, 4], "
+                                      "got float32 of shape [3, 5]"));
 }
 
 TEST_CASE("nn kernels refuse int64 and bool inputs, naming the op", "[loss][dtype][errors]") {

@@ -84,6 +84,34 @@ TEST_CASE("to() converts values and gradients and keeps the values", "[module]")
   REQUIRE(lin.weight.grad().dtype() == tg::kFloat64);
 }
 
+TEST_CASE("to() keeps each parameter's identity, hooks and ties", "[module][dtype]") {
+  // Two slots holding one tensor (tied weights), and a handle taken before, as an optimizer's.
+  struct Tied : tg::nn::Module {
+    tg::nn::Parameter a{"Tied.a", tg::ones({2})};
+    tg::nn::Parameter b = a;
+    void members(tg::nn::Members& m) override {
+      m.parameter("a", a);
+      m.parameter("b", b);
+    }
+    Tensor forward(const Tensor& x) override { return x * a * b; }
+  };
+  Tied tied;
+  const Tensor handle = tied.a;
+  const Tensor old_view = tied.a.detach();
+  int hook_calls = 0;
+  const tg::HookHandle hook = handle.register_post_accumulate_grad_hook([&](const Tensor&) { ++hook_calls; });
+  tied.to(tg::kFloat64);
+  REQUIRE(handle.is_same(tied.a));
+  REQUIRE(tied.a.is_same(tied.b));  // still tied
+  REQUIRE(handle.dtype() == tg::kFloat64);
+  REQUIRE(handle.requires_grad());
+  REQUIRE(old_view.dtype() == tg::kFloat32);  // a view taken before keeps the old values, as in PyTorch
+  tied(tg::full({2}, 3.0, tg::kFloat64)).sum().backward();
+  REQUIRE(hook_calls == 1);
+  // d/da (x · a · a) = 2 x a = 6
+  REQUIRE(handle.grad().to_vector<double>() == std::vector<double>{6.0, 6.0});
+}
+
 TEST_CASE("assigning to a parameter updates the tensor every holder sees", "[module][parameter]") {
   tg::nn::Linear lin(5, 6);
   const Tensor handle = lin.weight;                      // taken before the assignment

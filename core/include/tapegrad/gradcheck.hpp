@@ -14,6 +14,10 @@
 /// Jacobian comes from one backward per output element. An element passes when
 /// |analytic - numeric| <= atol + rtol * |numeric| (PyTorch's rule and defaults). Inputs must be
 /// float64: in float32 the finite differences themselves are too noisy to judge anything.
+///
+/// Every evaluation of fn, the finite differences' included, runs in the caller's grad mode (as
+/// PyTorch's gradcheck), so fn may do what needs grad mode, such as registering a hook on an
+/// intermediate result; calling gradcheck while a NoGradGuard is alive is an error.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +39,9 @@ struct GradcheckOptions {
 /// What gradcheck found; true when every element passed.
 struct GradcheckResult {
   bool passed = true;  ///< every element within atol + rtol·|numeric|
-  /// The worst element — the one whose |analytic - numeric| comes closest to (or goes furthest
-  /// past) its tolerance atol + rtol·|numeric|: which input, which of its elements, which output.
+  /// The worst element — the largest |analytic - numeric| relative to its tolerance
+  /// atol + rtol·|numeric| (ties: the largest |diff|, then the largest |numeric|): which input,
+  /// which of its elements (row-major), which output element. The message names it by index.
   int64_t input = -1;
   int64_t element = -1;         ///< the worst element's index in that input (row-major)
   int64_t output_element = -1;  ///< the output element whose gradient it is (row-major)

@@ -53,6 +53,26 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 /// weight's gradient gets no contribution at padding_idx (negative counts from the end)   (EmbeddingBackward)
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
 
+/// The optional arguments of torch.nn.functional.embedding, with its defaults:
+/// `F::embedding(tokens, weight, {.max_norm = 1.0, .scale_grad_by_freq = true})`.
+struct EmbeddingFuncOptions {
+  /// A row that receives no gradient; negative counts from the end.
+  std::optional<int64_t> padding_idx = std::nullopt;
+  /// Before the lookup, each row that the indices name and whose norm_type-norm exceeds max_norm
+  /// is scaled in place (not recorded on the tape) to max_norm / (norm + 1e-7) times itself, as
+  /// PyTorch's embedding_renorm_. Must be >= 0.
+  std::optional<double> max_norm = std::nullopt;
+  /// The p of the p-norm that max_norm bounds: > 0, or infinity (the largest |value|).
+  double norm_type = 2.0;
+  /// Divides the gradient each occurrence of an index sends to its row by how many times that
+  /// index occurs in `indices`.
+  bool scale_grad_by_freq = false;
+};
+
+/// embedding() with PyTorch's max_norm, norm_type and scale_grad_by_freq (EmbeddingBackward).
+/// With max_norm set this writes into `weight` (under no tape), as PyTorch does.
+Tensor embedding(const Tensor& indices, const Tensor& weight, const EmbeddingFuncOptions& options);
+
 /// The losses of loss.hpp (tg::nn::cross_entropy, ...), under their F:: names as well.
 using tg::nn::binary_cross_entropy;
 using tg::nn::binary_cross_entropy_with_logits;

@@ -45,10 +45,10 @@ class Module;
 /// @endcode
 ///
 /// This is the libtorch pitfall (`lin->weight = t` silently detaching the parameter from the
-/// module and the optimizer) made impossible. The one operation that does replace the tensor is
-/// Module::to(dtype), because a new dtype needs new storage: build optimizers after calling
-/// to(), as in PyTorch. (Assigning through a `tg::Tensor&` that refers to a Parameter rebinds
-/// the handle like any Tensor assignment; don't.)
+/// module and the optimizer) made impossible. Module::to(dtype) keeps the identity too: the same
+/// tensor then holds new storage of the new dtype, so an optimizer built before to() goes on
+/// training it. (Assigning through a `tg::Tensor&` that refers to a Parameter rebinds the handle
+/// like any Tensor assignment; don't.)
 class Parameter : public Tensor {
  public:
   Parameter() = default;  ///< an absent parameter (Linear's bias with bias = false)
@@ -66,9 +66,6 @@ class Parameter : public Tensor {
   const std::string& label() const { return label_; }  ///< the slot's name in errors ("Linear.weight")
 
  private:
-  friend class Module;
-  void replace(const Tensor& value);  // Module::to only: a new tensor for the slot
-
   std::string label_;
 };
 
@@ -86,6 +83,55 @@ class Members {
   Members(Visitor& visitor, std::string prefix) : visitor_(visitor), prefix_(std::move(prefix)) {}
   Visitor& visitor_;
   std::string prefix_;  // "" for the root, "0." or "block.lin." below it
+};
+
+/// A model's state as PyTorch's `module.state_dict()` gives it: an ordered map from dotted names
+/// ("0.weight", "ln.bias") to tensors, in named_parameters() order. tapegrad modules have no buffers,
+/// so it holds the parameters.
+///
+/// @code
+///   tg::nn::StateDict best = model.state_dict();   // detached views of the live parameters
+///   for (auto& [name, t] : best) t = t.clone();    // a snapshot that later steps leave alone
+///   ...
+///   model.load_state_dict(best);                    // copies the values back in
+/// @endcode
+class StateDict {
+ public:
+  using Entry = std::pair<std::string, Tensor>;  ///< a name and its tensor
+
+  StateDict() = default;  ///< no keys
+  /// sd[name] = tensor in PyTorch: replaces the tensor of an existing name in its place, or
+  /// appends the name at the end.
+  void insert(const std::string& name, Tensor tensor);
+  /// Whether `name` is a key.
+  bool contains(const std::string& name) const;
+  /// The tensor under `name`; tg::Error naming the key (and the keys present) when there is none.
+  const Tensor& at(const std::string& name) const;
+  /// The tensor under `name`, to replace or edit; tg::Error as the const overload.
+  Tensor& at(const std::string& name);
+  /// Removes `name`; returns whether it was present.
+  bool erase(const std::string& name);
+  /// The keys in order.
+  std::vector<std::string> keys() const;
+  size_t size() const { return entries_.size(); }  ///< the number of keys
+  bool empty() const { return entries_.empty(); }  ///< whether there are no keys
+
+  /// The entries in order, as (name, tensor) pairs; the tensors may be replaced, not the names.
+  std::vector<Entry>::iterator begin() { return entries_.begin(); }
+  std::vector<Entry>::iterator end() { return entries_.end(); }           ///< see begin()
+  std::vector<Entry>::const_iterator begin() const { return entries_.begin(); }  ///< see begin()
+  std::vector<Entry>::const_iterator end() const { return entries_.end(); }      ///< see begin()
+
+ private:
+  const Entry* find(const std::string& name) const;
+  std::vector<Entry> entries_;
+};
+
+/// What Module::load_state_dict(state_dict, false) could not match, as PyTorch's
+/// `_IncompatibleKeys`: the module's names the state dict lacks, and its names the module lacks.
+struct IncompatibleKeys {
+  std::vector<std::string> missing_keys;     ///< in the module, not in the state dict
+  std::vector<std::string> unexpected_keys;  ///< in the state dict, not in the module
 };
 
 namespace detail {
@@ -128,8 +174,22 @@ class Module {
   std::vector<Tensor> parameters();  ///< handles sharing the parameters' storage and grad
   std::vector<std::pair<std::string, Tensor>> named_parameters();  ///< "0.weight", "ln.bias", ...
   void zero_grad();  ///< every parameter's grad becomes undefined (PyTorch 2's set_to_none)
-  /// Converts every parameter (and its grad) to `dtype`. This replaces the parameters' tensors:
-  /// create optimizers after calling it.
+
+  /// PyTorch's `module.state_dict()`: every parameter by its dotted name, in named_parameters()
+  /// order, as a detached tensor sharing the parameter's storage (so it changes as training does:
+  /// clone the tensors to keep a snapshot).
+  StateDict state_dict();
+  /// PyTorch's `module.load_state_dict(state_dict, strict)`: copies each tensor into the parameter
+  /// of its name, so every handle to the parameter (an optimizer's) sees the new values. A float
+  /// tensor of the other float dtype is converted, as PyTorch's copy_ does. With `strict` a name the
+  /// module lacks or a parameter the state dict lacks is an error; without it they are returned.
+  /// A shape mismatch, an undefined tensor or an int64/bool tensor is always an error. Errors are
+  /// tg::Error listing every problem, thrown before any parameter changes.
+  IncompatibleKeys load_state_dict(const StateDict& state_dict, bool strict = true);
+  /// Converts every parameter and its grad to `dtype` (float32 or float64), keeping each
+  /// parameter's identity as PyTorch does (`param.data = param.to(dtype)`): every handle to it,
+  /// an optimizer built before and its hooks see the new dtype. An optimizer's state (momentum,
+  /// Adam's moments) follows at its next step. Views taken before (detach()) keep the old values.
   Module& to(DType dtype);
   Module& train(bool on = true);  ///< this module and all its descendants
   Module& eval() { return train(false); }  ///< train(false)

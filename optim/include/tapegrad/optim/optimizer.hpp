@@ -69,6 +69,7 @@ class Optimizer {
 
   /// One update of every parameter whose grad is defined, group by group. Every grad is checked
   /// first (its parameter's dtype and shape), so that a bad one leaves every parameter as it was.
+  /// State made before Module::to changed a parameter's dtype is converted to the new dtype first.
   void step();
   /// Sets every parameter's grad to undefined (PyTorch 2's zero_grad(set_to_none=True)): the next
   /// backward then writes a fresh gradient instead of adding into a zeroed one.
@@ -102,7 +103,8 @@ class Optimizer {
 
   int64_t step_count() const { return step_count_; }  ///< calls to step() so far
   /// The state of parameter `index` of parameters(): empty until its first update. These are the
-  /// live tensors: clone them to keep a snapshot.
+  /// live tensors: clone them to keep a snapshot (a step after Module::to replaces them with
+  /// tensors of the parameter's new dtype).
   const ParamState& state(size_t index) const;
 
   /// The live state (as PyTorch's, the tensors are not copies) and every group's hyper-parameters.
@@ -141,6 +143,9 @@ class Optimizer {
   virtual std::vector<std::string> state_names() const = 0;
 
  private:
+  // Converts the state of parameter `index` to its parameter's dtype, when Module::to changed it.
+  void follow_dtype(size_t index);
+
   const char* name_;
   std::vector<Tensor> params_;       // every group's, group after group
   std::vector<size_t> group_sizes_;  // how many of params_ each group holds
