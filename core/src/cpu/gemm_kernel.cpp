@@ -14,8 +14,9 @@ namespace tg::detail {
 
 namespace {
 
-// Below this many multiply-adds (e.g. 16³) a product costs less than BLIS's set-up (~250 ns per
-// call, against ~15-30 ns for Eigen on a 2×6×5 product), so it never goes to BLIS.
+// Below this many multiply-adds (e.g. 16³) a product costs less than BLIS's fixed set-up per call
+// (an order of magnitude more than Eigen's on a product of a few elements), so it never goes to
+// BLIS.
 constexpr int64_t kTinyProduct = int64_t{1} << 12;
 
 // The instruction set Eigen's GEMM was compiled for: the library's own flags (TG_NATIVE), not the
@@ -110,10 +111,10 @@ void check_blis_arch_type() {
 
 // Sets the context and the sizes from which it runs, for BLIS configuration `config` chosen by
 // `auto`; smaller products run on tapegrad's small-product kernel (ops/small_gemm_kernels.cpp).
-// The thresholds were measured single-threaded in float32 against Eigen compiled for AVX-512 on a
-// Zen 5 core (skx) and for AVX2 on a Zen 4 core (haswell); the small-product kernel is at least as
-// fast as that Eigen on the (64, 32, 64) step's products (~140 GFLOP/s against 126; BLIS's AVX2
-// "sup" kernels 48, skx 58), so they stand (not re-measured at other sizes):
+// The thresholds are break-even sizes measured single-threaded in float32 against Eigen compiled
+// for AVX-512 (skx) and for AVX2 (haswell) (bench/README.md); the small-product kernel is at least
+// as fast as that Eigen, and faster than BLIS's own small-product ("sup") kernels, on a training
+// step's small products, so they stand:
 //   skx: from 2^20 multiply-adds (2^21 when op(B) = Bᵀ); below, BLIS's packing costs more than it
 //   saves.
 //   AVX2 configurations: from 32³ when op(B) = B, from 160³ when op(B) = Bᵀ, against a wide Eigen
@@ -146,7 +147,7 @@ GemmKernel choose_auto() {
   const std::string cpu = concat(f.vendor.empty() ? "an unknown vendor" : f.vendor, " family ", f.family, " model ",
                                  f.model);
   // The best configuration by the CPU's features: the widest instruction set it runs and, of the
-  // AVX2 configurations, AMD's newest (zen3: larger dgemm blocks, 1.4x haswell's dgemm on Zen 5)
+  // AVX2 configurations, AMD's newest (zen3: larger dgemm blocks, so a faster dgemm than haswell's)
   // on AMD, haswell elsewhere; their sgemm kernels are the same.
   const arch_t avx2_config = f.vendor == "AuthenticAMD" ? BLIS_ARCH_ZEN3 : BLIS_ARCH_HASWELL;
   const BlisConfig* best = nullptr;
@@ -165,8 +166,8 @@ GemmKernel choose_auto() {
   // sizes and kernels better than a feature list does). It is overridden where it is 'generic' (a
   // CPU newer than its table: AMD family 26) or narrower than the CPU: BLIS 0.9 counts a Xeon's
   // AVX-512 FMA units from the brand string's Platinum/Gold/... and a number, so it takes a VM's
-  // bare "Intel(R) Xeon(R) Processor" (family 6 model 207) for a Haswell, where its skx kernel is
-  // 1.4x faster (bench/README.md).
+  // bare "Intel(R) Xeon(R) Processor" (family 6 model 207) for a Haswell, where its skx kernel,
+  // twice as wide, is faster (bench/README.md).
   const BlisConfig* chosen = find_config(detected);
   std::string why;
   if (chosen && chosen->isa == best->isa && cpu_runs(chosen->isa, f)) {

@@ -37,11 +37,11 @@ constexpr std::align_val_t kBlockAlignment{64};
 constexpr size_t kMaxIdleBytes = size_t{1} << 30;  // tapegrad/memory.hpp documents this limit
 constexpr int kStepsPerDoubling = 8;
 
-// Asks the kernel to back the 2 MiB-aligned interior of a new block with transparent huge pages,
-// as it does only on request in its default "madvise" mode (Debian's). Why: a large tensor is
-// written once right after allocation, and each 4 KiB page of it faults in separately; a data set
-// of 188 MB took ~46,000 faults (~0.7 s) per copy on a Zen 5 VM. Advice only: where it is refused
-// or unsupported, nothing changes. Blocks are never returned to the kernel while cached, so a huge
+// Asks the kernel to back the 2 MiB-aligned interior of a new block with transparent huge pages, as
+// it does only on request in its default "madvise" mode (Debian's). Why: a large tensor is written
+// once right after allocation, and each 4 KiB page of it faults in separately (a 188 MB data set:
+// ~46,000 faults per copy, against ~100 with 2 MiB pages). Advice only: where it is refused or
+// unsupported, nothing changes. Blocks are never returned to the kernel while cached, so a huge
 // page split by a later partial unmap does not happen.
 void advise_huge_pages(void* data, size_t bytes) {
 #if defined(MADV_HUGEPAGE)

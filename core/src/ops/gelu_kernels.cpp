@@ -67,7 +67,7 @@ constexpr float kUnscale = 0x1p-32f;
 
 // exponent(x) computed in double lanes and split into a float pair, high + low: the argument that
 // exp_float takes. x is a float or a vector of at most 8 (whose doubles fill one AVX-512 register,
-// two AVX2 ones: halving those too measured no faster at v3); a vector of 16 goes in two halves,
+// two AVX2 ones: halving those too gains nothing at v3); a vector of 16 goes in two halves,
 // so that GCC keeps every operation at full register width.
 template <typename F, typename Exponent>
 [[gnu::always_inline]] inline ExactSum<F> exponent_in_double(F x, const Exponent& exponent) {

@@ -16,11 +16,12 @@ namespace tg::detail {
 namespace {
 // Below this many multiply-adds a product runs as one tile: splitting costs more than it saves.
 constexpr int64_t kParallelFlops = int64_t{1} << 20;
-// About this many multiply-adds per tile once a product is split (4 Mi, ~50 us at 80 GFLOP/s)...
+// About this many multiply-adds per tile once a product is split (4 Mi: enough work that handing a
+// tile to another thread costs little next to it)...
 constexpr int64_t kFlopsPerTile = int64_t{1} << 22;
 // ...but no more than this many tiles. A whole-matrix product is the serial kernel's fastest;
-// every extra tile re-packs a shared operand. Two tiles keep the two cores of the target machine
-// busy (1.9x one thread at 1024³); four cost ~5% at one thread there, eight of 128 rows ~40%. It
+// every extra tile re-packs a shared operand. Two tiles keep two cores busy; each further tile
+// slows a product run on fewer threads by its re-packing, and thin tiles (a few rows) the most. It
 // cannot follow the thread count: the tiling must depend on the sizes only, for bitwise
 // reproducibility.
 constexpr int64_t kMaxTiles = 2;

@@ -3,7 +3,7 @@
 //
 // Why not bli_?gemm_ex: BLIS 0.9 packs op(A) into micro-panels of MR rows with a packm kernel of
 // that MR, and has them only up to 31 rows; skx's sgemm MR is 32, so it falls back to
-// bli_sscal2v, one scalar element per call (10% of a fashion_mnist epoch, bench/README.md). Here
+// bli_sscal2v, one function call per scalar element, which can cost more than the product. Here
 // the packing is ours (a copy, or a transposition by vector tiles: ops/gemm_pack_kernels.cpp), and
 // BLIS still does all the arithmetic.
 //

@@ -1,19 +1,20 @@
 // The GEMM of small products, compiled once per vector level by tg_add_isa_kernels (TG_ISA = v2,
 // v3 or avx512) into tg::detail::<level>.
 //
-// Why our own: below ~2^20 multiply-adds BLIS's packing costs more than the product (skx runs
-// 64×64×32 at ~58 GFLOP/s), and Eigen is compiled with the library's flags, SSE2 in the portable
-// build (~40 GFLOP/s); Eigen cannot be compiled per level, because its templates would be merged
-// by the linker across levels. This kernel keeps a block of rows of C in registers, two vectors
-// of columns wide (then one, then the row's tail), and streams the matching columns of op(B) through it:
+// Why our own: below ~2^20 multiply-adds BLIS's packing costs more than the product (the
+// break-even is measured in bench/README.md), and Eigen is compiled with the library's flags, SSE2
+// in the portable build, a quarter of AVX-512's width or less; Eigen cannot be compiled per level,
+// because its templates would be merged by the linker across levels. This kernel keeps a block of
+// rows of C in registers, two vectors of columns wide (then one, then the row's tail), and streams
+// the matching columns of op(B) through it:
 //   C[i, j..j+W) = Σ_k op(A)[i, k] · op(B)[k, j..j+W)     (one broadcast of op(A)[i, k] per row)
 // op(B) = Bᵀ is first copied to [K, N] so that its rows are contiguous.
 //
 // Each step of the sum is a fused multiply-add where the level has FMA (v3, avx512): a separate
 // multiply and add take two instructions on the same two ports, which halves the speed of a
-// product (the (64, 32, 64) step's were ~78 GFLOP/s of a 179 GFLOP/s core). v2 has no FMA, so its
-// sums round each product first; its results differ from v3's and avx512's in the last bits, as
-// BLIS's kernels for different CPUs do (README, "One build for every x86-64 CPU").
+// product. v2 has no FMA, so its sums round each product first; its results differ from v3's and
+// avx512's in the last bits, as BLIS's kernels for different CPUs do (docs/performance.md, "One
+// build for every x86-64 CPU").
 #include "ops/small_gemm_kernels.hpp"
 
 #include <new>
