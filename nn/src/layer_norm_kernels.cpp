@@ -138,9 +138,8 @@ class Scratch {
 inline constexpr int64_t kRowBlock = 64;
 // Rows whose dx pass runs together, sharing each load and store of the block's dγ/dβ sums: four
 // where AVX-512's 32 vector registers hold their constants and lanes, two with 16 registers.
-// Paired at 1 thread on Intel family 6 model 207, four rows against two: at avx512 [512, 4096] 1.13×
-// faster (its block sums, 2N floats, are 32 KiB: L1's size), [8192, 768] and [32768, 64] unchanged,
-// eight rows 8% slower on [8192, 768]; at v3 (AVX2) four rows were 0.81–0.89× on [8192, 768].
+// Measured, not derived (bench/README.md): four rows gain where the block sums (2N floats) fill L1,
+// as at N = 4096; more rows than the registers hold run slower.
 inline constexpr int64_t kBackwardRows = tg::detail::kRegisterBytes == 64 ? 4 : 2;
 // Backward chunks hold at least this many elements (16+ rows of 4096), so that for wide rows the
 // per-chunk partial sums (2N doubles each) stay a small fraction of the traffic.
