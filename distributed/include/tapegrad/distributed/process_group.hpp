@@ -8,7 +8,7 @@
 ///   }
 /// @endcode
 ///
-/// Launch with `mpirun -np 4 ./program` (README, "Distributed training"). Run without mpirun, a
+/// Launch with `mpirun -np 4 ./program` (docs/guide/distributed.md). Run without mpirun, a
 /// program is a job of one process (Open MPI's singleton mode): rank 0 of 1.
 #pragma once
 
