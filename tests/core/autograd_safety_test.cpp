@@ -1,6 +1,6 @@
-// The tape under misuse (issue 13, items 1-5): tensors changed in place after they were saved, a
-// backward that throws part-way, graphs too long to free recursively, a tensor made its own
-// gradient, and grad() read from another thread while backward runs.
+// The tape under misuse: tensors changed in place after they were saved, a backward that throws
+// part-way, graphs too long to free recursively, a tensor made its own gradient, and grad() read
+// from another thread while backward runs.
 #include <pthread.h>
 
 #include <atomic>
@@ -129,7 +129,7 @@ TEST_CASE("an unmodified graph backwards as before: versions cost nothing when n
 
 TEST_CASE("a failed backward leaves no pending gradient behind and every grad as before",
           "[core][autograd][failure]") {
-  // The issue's case: a shared interior node h receives gradient, then another branch fails.
+  // A shared interior node h receives gradient, then another branch fails.
   Tensor x = tg::tensor({2}, {}, tg::kFloat64).requires_grad_();
   Tensor c = tg::tensor({1}, {}, tg::kFloat64);
   const Tensor h = x * x;             // dh/dx = 2x = 4

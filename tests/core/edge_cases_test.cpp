@@ -1,6 +1,6 @@
-// Edge cases of the core ops (issue 6 §5): empty tensors (a dim of size 0) through every op,
-// forward and backward; NaN and Inf through every op, forward and backward, compared with what
-// PyTorch 1.13 returns; shapes whose element count overflows; and tensors shared between threads.
+// Edge cases of the core ops: empty tensors (a dim of size 0) through every op, forward and
+// backward; NaN and Inf through every op, forward and backward, compared with what PyTorch 1.13
+// returns; shapes whose element count overflows; and tensors shared between threads.
 //
 // Every expected value below is PyTorch's output for the same input (float64, CPU), e.g.
 //   x = torch.tensor([nan, inf, -inf, -1., 0., 2.], dtype=torch.float64, requires_grad=True)

@@ -94,8 +94,7 @@ TEST_CASE("float32 gelu is within 6.5 ulp of the exact function over a dense swe
   // Measured (every level alike, bitwise): "none" y ≤ 5.77 and dy ≤ 5.70 ulp (worst near x = 0,
   // where the float evaluation of erfc's 13-term polynomial carries its roundings into Φ ≈ ½);
   // "tanh" y ≤ 2.95 and dy ≤ 6.32 ulp (worst at x ≈ −1.9 and −3.2, σ's and the slope's float
-  // roundings; y was 3.10 with the float-lane exp's first form, within 1.05 ulp where it is 0.78 now).
-  // (In double lanes, before the float-lane kernels: ≤ 0.521 and ≤ 0.5001.)
+  // roundings).
   CAPTURE(n, max_y, worst_x_for_y, max_dy, worst_x_for_dy);
   CHECK(max_y <= (tanh_form ? 3.5 : 6.0));
   CHECK(max_dy <= (tanh_form ? 6.5 : 6.0));

@@ -1,4 +1,4 @@
-// Tensor hooks (issue 12, item 4), checked against PyTorch's documented semantics:
+// Tensor hooks, checked against PyTorch's documented semantics:
 // Tensor.register_hook — "called every time a gradient with respect to the Tensor is computed ...
 // can return a new gradient which will be used in place of grad"; hooks run in registration order;
 // Tensor.register_post_accumulate_grad_hook — "called after the gradient has been accumulated

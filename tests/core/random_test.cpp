@@ -54,7 +54,7 @@ TEST_CASE("Generator: the twister draws std::mt19937's words, seeded with the lo
 }
 
 TEST_CASE("random: the issue's check values after manual_seed(0)", "[core][random]") {
-  // Written down from PyTorch's documentation of its own outputs (issue 14), to 4 decimals.
+  // Written down from PyTorch's documentation of its own outputs, to 4 decimals.
   tg::manual_seed(0);
   tg::testing::require_ieee_equal(tg::randn({4, 4}).reshape({16}).to(tg::kFloat64)
                                       .reshape({16}),

@@ -1,5 +1,5 @@
-// The Tensor handle: the libtorch spellings of the issue, creation, shapes from 0-d to 4-d and
-// empty, dtype conversion, element access, and seeding.
+// The Tensor handle: libtorch's spellings, creation, shapes from 0-d to 4-d and empty, dtype
+// conversion, element access, and seeding.
 #include <cmath>
 #include <sstream>
 

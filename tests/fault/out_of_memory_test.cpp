@@ -107,7 +107,8 @@ TEST_CASE("failing any one allocation of a step, save and load is a tg::Error, a
   INFO(total << " allocations in one step + save + load");
   REQUIRE(total > 100);  // the counter sees the library's allocations, tensors included
 
-  // Every allocation (~420, ~8 s); every 4th under a sanitizer, which is several times slower.
+  // Every allocation (a few hundred, each failure a whole step again); every 4th under a
+  // sanitizer, which is several times slower.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   const int64_t stride = 4;
 #else

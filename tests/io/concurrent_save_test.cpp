@@ -29,9 +29,9 @@ namespace {
 
 // Two writers and another program (Replacer) on the 2 cores of the CI machine: more writers only
 // queue for the cores. The race is a window of a fraction of a microsecond per save, so it takes
-// thousands of saves: with the old check (st_nlink == 1), the threads' test failed in 10 of 10
-// runs and the processes' in 9 of 10, with 1 to 37 saves failing in a run. On tmpfs (/dev/shm) when there is one: without a disk's fsync a save takes about
-// 0.4 ms, and fsync has no part in the race.
+// thousands of saves for a check that wants st_nlink == 1 to fail in nearly every run. On tmpfs
+// (/dev/shm) when there is one: without a disk's fsync thousands of saves stay quick, and fsync
+// has no part in the race.
 constexpr int kWriters = 2;
 constexpr int kSavesPerWriter = 4000;
 

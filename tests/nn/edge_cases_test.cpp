@@ -1,6 +1,6 @@
-// Edge cases of the modules and losses (issue 6 §5): empty batches and zero-sized features through
-// every module, loss and the SGD step; NaN and Inf through every module and loss, compared with
-// PyTorch 1.13's output; and one model used for inference from several threads at once.
+// Edge cases of the modules and losses: empty batches and zero-sized features through every module,
+// loss and the SGD step; NaN and Inf through every module and loss, compared with PyTorch 1.13's
+// output; and one model used for inference from several threads at once.
 //
 // (A constant LayerNorm row and an empty LayerNorm batch are in layer_norm_test.cpp.) Every
 // expected value is what PyTorch returns for the same input in float64, e.g.
@@ -39,7 +39,7 @@ bool all_zero(const Tensor& t) {
   return true;
 }
 
-// The issue's model: Linear → ReLU → LayerNorm → Linear.
+// A small model through the modules under test: Linear → ReLU → LayerNorm → Linear.
 tg::nn::Sequential make_mlp(int64_t in, int64_t hidden, int64_t out) {
   return tg::nn::Sequential(tg::nn::Linear(in, hidden), tg::nn::ReLU(), tg::nn::LayerNorm({hidden}),
                             tg::nn::Linear(hidden, out));

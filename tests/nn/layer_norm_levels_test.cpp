@@ -1,5 +1,6 @@
 // LayerNorm's row kernels at every vector level the CPU has: each within float rounding of a
-// float64 reference, and all levels bitwise identical (README, "One build for every x86-64 CPU").
+// float64 reference, and all levels bitwise identical (docs/performance.md, "One build for every
+// x86-64 CPU").
 #include <cstring>
 #include <string>
 #include <vector>

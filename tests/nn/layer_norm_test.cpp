@@ -78,7 +78,7 @@ TEST_CASE("LayerNorm({4}) reproduces the seed-001 notebook values", "[layer_norm
   const Tensor printed = tg::tensor({-0.9539, -1.0196, 1.2137, 0.7598, 0.9075, 0.7747, -0.0791, -1.6031,  //
                                      0.5706, -1.7316, 0.6109, 0.5501, -0.6877, 1.0717, 0.8815, -1.2655},
                                     {2, 2, 4});
-  // The notebook's embedding at full precision (the issue prints it rounded to 4 decimals).
+  // The notebook's embedding at full precision (x and printed above are rounded to 4 decimals).
   const tg::testing::FixtureCase& c = tg::testing::fixture("layer_norm.txt", "seed001_f32");
   TG_REQUIRE_CLOSE(c.at("x"), x, 0.5e-4 + 1e-6);
   tg::nn::LayerNorm ln({4});
@@ -262,8 +262,8 @@ TEST_CASE("float32 layer_norm stays within 1e-4 of a float64 reference", "[layer
   }
 }
 
-// Issue 13: the row statistics in float lanes overflowed for |x| ~ 6e18 (y = β silently) and lost
-// four digits on a 4096-row of N(0, 1) whose first element is 1e4 (7e-5 where torch has 1e-7).
+// Row statistics computed in float lanes overflow for |x| ~ 6e18 (y = β silently) and lose four
+// digits on a 4096-row of N(0, 1) whose first element is 1e4 (7e-5 where torch has 1e-7).
 TEST_CASE("float32 layer_norm is as exact as PyTorch's on rows that float lanes cannot hold",
           "[layer_norm][fixture][robustness]") {
   struct Case {

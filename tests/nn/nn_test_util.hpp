@@ -18,7 +18,7 @@
 namespace tg::nn_test {
 
 inline DType fixture_dtype(const std::string& suffix) { return suffix == "_f32" ? kFloat32 : kFloat64; }
-// The tolerance against PyTorch: 1e-5 in float32, 1e-12 in float64.
+// The tolerance against PyTorch's fixtures: 1e-5 in float32, 1e-12 in float64.
 inline double fixture_atol(const std::string& suffix) { return suffix == "_f32" ? 1e-5 : 1e-12; }
 
 // A fresh leaf with the fixture's values (the cached fixture tensor itself stays untouched).

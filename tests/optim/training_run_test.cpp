@@ -1,6 +1,6 @@
-// A whole training run against PyTorch's, step by step (issue 14, "Done means"): the same seed
-// gives the same initial weights (Linear's reset), the same Dropout masks at every step, and AdamW
-// with OneCycleLR (which also cycles β₁) then follows the same trajectory. The generating script,
+// A whole training run against PyTorch's, step by step: the same seed gives the same initial
+// weights (Linear's reset), the same Dropout masks at every step, and AdamW with OneCycleLR (which
+// also cycles β₁) then follows the same trajectory. The generating script,
 // tests/fixtures/make_training_run_fixtures.py, says exactly what PyTorch ran.
 #include <cmath>
 #include <string>
