@@ -61,10 +61,10 @@ struct ToolkitShape {
   int64_t rows;  // softmax and cross-entropy: rows of `cols` classes; the others: rows·cols elements
   int64_t cols;
 };
-// The training toolkit (issue 14), float32: softmax forward+backward over the last dim,
-// cross-entropy (log_softmax + nll) forward+backward, GELU forward+backward, Dropout(0.1) forward in
-// training mode, and one AdamW step of a rows×cols parameter. 8192×128 is 1 Mi elements (memory-bound),
-// 4×8 measures the per-call cost.
+// The training toolkit, float32: softmax forward+backward over the last dim, cross-entropy
+// (log_softmax + nll) forward+backward, GELU forward+backward, Dropout(0.1) forward in training
+// mode, and one AdamW step of a rows×cols parameter. 8192×128 is 1 Mi elements (memory-bound), 4×8
+// measures the per-call cost.
 inline const std::vector<ToolkitShape> kToolkitShapes = {{8192, 128}, {4, 8}};
 
 // The register-only FMA loop of the peak reference: this many FMA instructions per thread and
@@ -72,7 +72,8 @@ inline const std::vector<ToolkitShape> kToolkitShapes = {{8192, 128}, {4, 8}};
 inline constexpr int64_t kFmaChains = 16;
 inline constexpr int64_t kFmaPerIteration = int64_t{1} << 20;
 
-// STREAM arrays: 32 Mi floats = 128 MiB each, 4x this machine's 32 MiB L3, so nothing stays cached.
+// STREAM arrays: 32 Mi floats = 128 MiB each, 4x the 32 MiB L3 they were sized for, so nothing
+// stays cached.
 inline constexpr int64_t kStreamElements = int64_t{1} << 25;
 inline constexpr int64_t kTinyGraphElements = 4;
 

@@ -150,8 +150,8 @@ bench::Runner train_step(bench::TrainShape shape) {
           [s] { return all_finite(s->loss) && all_finite(s->model.parameters()); }};
 }
 
-// The toolkit cases (issue 14), each over a [rows, cols] float32 tensor; gradients are reset to
-// undefined before each iteration, as in the LayerNorm cases.
+// The toolkit cases, each over a [rows, cols] float32 tensor; gradients are reset to undefined
+// before each iteration, as in the LayerNorm cases.
 // y = op(x), then y.backward(dy) with a fixed random dy; x's gradient reset each iteration.
 template <typename Op>
 bench::Runner unary_forward_backward(bench::ToolkitShape shape, Op op) {

@@ -106,7 +106,7 @@ bench::Runner tiny_graph(int64_t n) {
           [s] { return all_finite({s->a.grad(), s->b.grad(), s->c.grad()}); }};
 }
 
-// The toolkit cases (issue 14), each over a [rows, cols] float32 tensor.
+// The toolkit cases, each over a [rows, cols] float32 tensor.
 template <typename Op>
 bench::Runner unary_forward_backward(bench::ToolkitShape shape, Op op) {
   struct State {
