@@ -14,7 +14,7 @@
 //   "none": y within 5.77 ulp, dx 5.70;   "tanh": y within 2.95 ulp, dx 6.32,
 // dx's ulp taken at |c| + |x c'| where dx cancels to 0 (GELU's minimum, x ≈ −0.7518). That is
 // more accurate than ½x(1 + erf(x/√2)) in float (PyTorch's kernel), which loses every digit of a
-// small Φ(x) for x ≲ −4. (The double-lane kernels before these were within 0.53 ulp.)
+// small Φ(x) for x ≲ −4.
 //
 // Each formula is written once, for a lane of floats or one float (simd_lanes.hpp); with no FMA
 // contraction (tg_add_isa_kernels) every level rounds each operation alike, so the results are
