@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Fashion-MNIST data-parallel side by side: `mpirun -np 2 fashion_mnist --distributed --threads 1`
 (tapegrad) against bench/fashion_mnist_ddp_torch.py (PyTorch DDP, gloo, 2 processes of 1 thread),
-the same model, settings and data, plus the scaling point of issue 16: 2 ranks of 1 thread against
+the same model, settings and data, plus the scaling point: 2 ranks of 1 thread against
 1 process of 2 threads with the same global batch.
 
     /usr/bin/python3 bench/fashion_mnist_dist.py                     # 2 rounds of 10 epochs

@@ -53,7 +53,7 @@ TEST_CASE("Generator: the twister draws std::mt19937's words, seeded with the lo
   CHECK(gen.initial_seed() == seed);
 }
 
-TEST_CASE("random: the issue's check values after manual_seed(0)", "[core][random]") {
+TEST_CASE("random: torch's check values after manual_seed(0)", "[core][random]") {
   // Written down from PyTorch's documentation of its own outputs, to 4 decimals.
   tg::manual_seed(0);
   tg::testing::require_ieee_equal(tg::randn({4, 4}).reshape({16}).to(tg::kFloat64)
