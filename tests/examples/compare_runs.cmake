@@ -1,4 +1,4 @@
-# End-to-end determinism (issue 6 §6): runs one training program with the same seed at every
+# End-to-end determinism: runs one training program with the same seed at every
 # thread count in THREADS, REPEATS times each, and fails unless every run wrote byte-identical
 # loss curves (--log-csv, printed with 17 significant digits) and byte-identical final parameters
 # (--save, a safetensors checkpoint). A control run with CONTROL_ARGS (another seed) must differ,
