@@ -7,6 +7,10 @@
 set -euo pipefail
 
 packages=(cmake make g++ libeigen3-dev libblis-serial-dev libtbb-dev libspdlog-dev catch2 nlohmann-json3-dev zlib1g-dev python3)
+# ccache: the top-level CMakeLists.txt compiles through it when it is installed (a rebuild, another
+# build directory or another clone then replays the compiles it has seen).
+packages+=(ccache)
+packages+=(doxygen)  # the API-docs check (cmake/tapegradDocs.cmake)
 # The examples and their tests: flags (CLI11), Fashion-MNIST, loss curves (gnuplot), NumPy for the
 # test that loads a tapegrad checkpoint in Python, and OpenMPI for tapegrad::distributed.
 packages+=(libcli11-dev dataset-fashion-mnist gnuplot-nox python3-numpy libopenmpi-dev openmpi-bin)
