@@ -7,6 +7,9 @@
 set -euo pipefail
 
 packages=(cmake make g++ libeigen3-dev libblis-serial-dev libtbb-dev libspdlog-dev catch2 nlohmann-json3-dev zlib1g-dev python3)
+# ccache: the top-level CMakeLists.txt compiles through it when it is installed (a rebuild, another
+# build directory or another clone then replays the compiles it has seen).
+packages+=(ccache)
 # The API reference (`docs` target) and the test that every public declaration has a Doxygen comment.
 packages+=(doxygen)
 # The examples and their tests: flags (CLI11), Fashion-MNIST, loss curves (gnuplot), NumPy for the

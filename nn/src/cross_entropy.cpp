@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "autograd/node.hpp"
-#include "ops/exp_rows.hpp"
+#include "ops/exp_row_kernels.hpp"
 #include "loss_reduction.hpp"
 #include "out_of_memory.hpp"
 
@@ -104,7 +104,7 @@ struct ClassRow {
 };
 
 // Contiguous float32 rows (no spatial dims) take the per-level row kernels, whose exp vectorises
-// (core's ops/exp_rows.hpp: e^(x − shift) in float lanes within 0.78 ulp); the others
+// (core's ops/exp_row_kernels.hpp: e^(x − shift) in float lanes within 0.78 ulp); the others
 // std::exp.
 template <typename T>
 bool on_row_kernels(const ClassRow<T>& row) {

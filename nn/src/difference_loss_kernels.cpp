@@ -1,5 +1,5 @@
 // The difference losses' kernels, compiled once per vector level by tg_add_isa_kernels (TG_ISA =
-// v2, v3 or avx512) into tg::nn::detail::<level>. Each formula is the shape's, in double, element by
+// v2, v3 or avx512) into tg::detail::<level>. Each formula is the shape's, in double, element by
 // element; the compiler vectorises the loops for the level, and with no FMA contraction every
 // level rounds alike: the results are bitwise those of the scalar formulas.
 #include "difference_loss_kernels.hpp"
@@ -8,7 +8,7 @@
 
 #include "deterministic_sum.hpp"
 
-namespace tg::nn::detail::TG_ISA {
+namespace tg::detail::TG_ISA {
 
 namespace {
 
@@ -65,9 +65,9 @@ void backward(DifferenceShape shape, const T* input, const T* target, const T* g
 
 }  // namespace
 
-const tg::detail::DtypeKernels<DifferenceLossKernels> difference_loss_kernels = {
+const DtypeKernels<DifferenceLossKernels> difference_loss_kernels = {
     .f32 = {.sum = sum<float>, .values = values<float>, .backward = backward<float>},
     .f64 = {.sum = sum<double>, .values = values<double>, .backward = backward<double>},
 };
 
-}  // namespace tg::nn::detail::TG_ISA
+}  // namespace tg::detail::TG_ISA

@@ -8,7 +8,7 @@
 
 #include "cpu/vector_isa.hpp"
 
-namespace tg::nn::detail {
+namespace tg::detail {
 
 // Which loss of d, and its parameter (smooth_l1's beta, huber's delta; unused by the others).
 struct DifferenceShape {
@@ -59,6 +59,6 @@ struct DifferenceLossKernels {
                    T* dinput, T* dtarget, int64_t n);
 };
 
-TG_DECLARE_ISA_KERNELS(tg::detail::DtypeKernels<DifferenceLossKernels>, difference_loss_kernels)
+TG_DECLARE_ISA_KERNELS(DtypeKernels<DifferenceLossKernels>, difference_loss_kernels)
 
-}  // namespace tg::nn::detail
+}  // namespace tg::detail

@@ -30,9 +30,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   const bool record = autograd::needs_grad(x, weight_input, bias_input);
   Tensor y = make_tensor(x.shape(), x.dtype(), "layer_norm");
   // stats: [M, kStatsPerRow] in x's dtype, saved for backward (none without one).
-  Tensor stats = record ? make_tensor({M, detail::kStatsPerRow}, x.dtype()) : Tensor();
+  Tensor stats = record ? make_tensor({M, tg::detail::kStatsPerRow}, x.dtype()) : Tensor();
   tg::detail::dispatch_floating("layer_norm", x.dtype(), [&]<typename T>() {
-    const auto forward = detail::layer_norm_kernels_for_cpu().of<T>().forward;
+    const auto forward = tg::detail::layer_norm_kernels_for_cpu().of<T>().forward;
     forward(x.data<T>(), gamma.data<T>(), beta.data<T>(), y.mutable_data<T>(),
             record ? stats.mutable_data<T>() : nullptr, M, N, eps);
   });
@@ -46,7 +46,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                        Tensor dgamma = make_tensor(gamma.shape(), x.dtype());
                        Tensor dbeta = make_tensor(gamma.shape(), x.dtype());
                        tg::detail::dispatch_floating("LayerNormBackward", x.dtype(), [&]<typename T>() {
-                         const auto backward = detail::layer_norm_kernels_for_cpu().of<T>().backward;
+                         const auto backward = tg::detail::layer_norm_kernels_for_cpu().of<T>().backward;
                          backward(dy.data<T>(), x.data<T>(), gamma.data<T>(), stats.data<T>(), dx.mutable_data<T>(),
                                   dgamma.mutable_data<T>(), dbeta.mutable_data<T>(), M, N);
                        });

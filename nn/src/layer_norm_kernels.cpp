@@ -1,6 +1,6 @@
 // LayerNorm's and RMSNorm's row kernels: the maths of layer_norm.cpp and rms_norm.cpp, compiled
 // once per vector level by tg_add_isa_kernels (TG_ISA = v2, v3 or avx512) into
-// tg::nn::detail::<level>.
+// tg::detail::<level>.
 //
 // LayerNorm, per row of N elements:
 //   μ = Σx / N,  σ² = Σ(x − μ)² / N (biased),  rstd = 1/√(σ² + ε),  x̂ = (x − μ)·rstd
@@ -25,16 +25,9 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-namespace tg::nn::detail::TG_ISA {
+namespace tg::detail::TG_ISA {
 
 namespace {
-
-using tg::detail::for_each_chunk;
-using tg::detail::for_each_lane;
-using tg::detail::lane_sums;
-using tg::detail::row_chunks;
-using tg::detail::RowChunks;
-using tg::detail::SumPair;
 
 // x_row: [N], N ≥ 1 -> {μ − x₀, σ²} of the row, x₀ = x_row[0] (kCentered), or {0, Σx²/N}.
 //
@@ -250,7 +243,7 @@ void rms_norm_backward(const T* dy, const T* x, const T* gamma, const T* stats, 
 
 }  // namespace
 
-const tg::detail::DtypeKernels<LayerNormKernels> layer_norm_kernels = {
+const DtypeKernels<LayerNormKernels> layer_norm_kernels = {
     .f32 = {.forward = normalize_rows_forward<true, float>,
             .backward = normalize_rows_backward<true, float>,
             .rms_forward = rms_norm_forward<float>,
@@ -261,6 +254,6 @@ const tg::detail::DtypeKernels<LayerNormKernels> layer_norm_kernels = {
             .rms_backward = rms_norm_backward<double>},
 };
 
-}  // namespace tg::nn::detail::TG_ISA
+}  // namespace tg::detail::TG_ISA
 
 #pragma GCC diagnostic pop

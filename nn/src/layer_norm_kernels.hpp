@@ -6,7 +6,7 @@
 
 #include "cpu/vector_isa.hpp"
 
-namespace tg::nn::detail {
+namespace tg::detail {
 
 // What forward saves per row for backward: rstd, center, shift (layer_norm_kernels.cpp).
 inline constexpr int64_t kStatsPerRow = 3;
@@ -25,6 +25,6 @@ struct LayerNormKernels {
                        int64_t N);
 };
 
-TG_DECLARE_ISA_KERNELS(tg::detail::DtypeKernels<LayerNormKernels>, layer_norm_kernels)
+TG_DECLARE_ISA_KERNELS(DtypeKernels<LayerNormKernels>, layer_norm_kernels)
 
-}  // namespace tg::nn::detail
+}  // namespace tg::detail

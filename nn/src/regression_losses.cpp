@@ -10,13 +10,13 @@ namespace tg::nn {
 
 namespace {
 
-using detail::DifferenceShape;
+using tg::detail::DifferenceShape;
 
 // The terms shape(input − target), reduced as `reduction` asks (loss_reduction.hpp's reduce_terms,
 // a chunk at a time on the kernels).
 template <typename T>
 Tensor reduce_differences(const Tensor& input, const Tensor& target, Reduction reduction, DifferenceShape shape) {
-  const auto& kernels = detail::difference_loss_kernels_for_cpu().of<T>();
+  const auto& kernels = tg::detail::difference_loss_kernels_for_cpu().of<T>();
   const T* input_data = input.data<T>();
   const T* target_data = target.data<T>();
   const int64_t n = input.numel();
@@ -57,7 +57,7 @@ Tensor difference_loss(const char* op, const char* node, const Tensor& input, co
                          T* di = output(dinput);
                          T* dt = output(dtarget);
                          const T *input_data = input.data<T>(), *target_data = target.data<T>();
-                         const auto& kernels = detail::difference_loss_kernels_for_cpu().of<T>();
+                         const auto& kernels = tg::detail::difference_loss_kernels_for_cpu().of<T>();
                          tg::detail::parallel_for(n, tg::detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
                            const auto at = [&](T* p) { return p ? p + begin : nullptr; };
                            kernels.backward(shape, input_data + begin, target_data + begin, up.per_term ? up.per_term + begin : nullptr,

@@ -27,10 +27,10 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   const bool record = autograd::needs_grad(x, gamma);
   Tensor y = make_tensor(x.shape(), x.dtype(), "rms_norm");
   // stats: [M, kStatsPerRow] in x's dtype, saved for backward (none without one).
-  Tensor stats = record ? make_tensor({M, detail::kStatsPerRow}, x.dtype()) : Tensor();
+  Tensor stats = record ? make_tensor({M, tg::detail::kStatsPerRow}, x.dtype()) : Tensor();
   tg::detail::dispatch_floating("rms_norm", x.dtype(), [&]<typename T>() {
     const double epsilon = eps.value_or(std::numeric_limits<T>::epsilon());
-    const auto forward = detail::layer_norm_kernels_for_cpu().of<T>().rms_forward;
+    const auto forward = tg::detail::layer_norm_kernels_for_cpu().of<T>().rms_forward;
     forward(x.data<T>(), gamma.data<T>(), y.mutable_data<T>(), record ? stats.mutable_data<T>() : nullptr, M, N,
             epsilon);
   });
@@ -43,7 +43,7 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
                        Tensor dx = make_tensor(x.shape(), x.dtype());
                        Tensor dgamma = make_tensor(gamma.shape(), x.dtype());
                        tg::detail::dispatch_floating("RmsNormBackward", x.dtype(), [&]<typename T>() {
-                         const auto backward = detail::layer_norm_kernels_for_cpu().of<T>().rms_backward;
+                         const auto backward = tg::detail::layer_norm_kernels_for_cpu().of<T>().rms_backward;
                          backward(dy.data<T>(), x.data<T>(), gamma.data<T>(), stats.data<T>(), dx.mutable_data<T>(),
                                   dgamma.mutable_data<T>(), M, N);
                        });

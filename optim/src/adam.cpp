@@ -67,7 +67,7 @@ void adam_step(const char* op, const Options& options, bool decoupled, Tensor& p
   const double bias_correction1 = 1 - std::pow(beta1, step);
   const double bias_correction2 = 1 - std::pow(beta2, step);
   detail::dispatch_floating(op, param.dtype(), [&]<typename T>() {
-    const isa::AdamCoefficients<T> coefficients{
+    const detail::AdamCoefficients<T> coefficients{
         .grad_sign = static_cast<T>(options.maximize ? -1.0 : 1.0),
         .beta1 = static_cast<T>(beta1),
         .one_minus_beta1 = static_cast<T>(1 - beta1),
@@ -80,7 +80,7 @@ void adam_step(const char* op, const Options& options, bool decoupled, Tensor& p
         .neg_step_size = static_cast<T>(-(options.lr / bias_correction1)),
     };
     T* max_data = max_exp_avg_sq != nullptr ? max_exp_avg_sq->mutable_data<T>() : nullptr;
-    isa::adam_kernels_for_cpu().of<T>().update(param.numel(), param.mutable_data<T>(), grad.data<T>(),
+    detail::adam_kernels_for_cpu().of<T>().update(param.numel(), param.mutable_data<T>(), grad.data<T>(),
                                                exp_avg.mutable_data<T>(), exp_avg_sq.mutable_data<T>(), max_data,
                                                coefficients, !decoupled && options.weight_decay != 0,
                                                options.amsgrad);

@@ -1,5 +1,5 @@
 // Adam's and AdamW's update (adam_kernels.hpp), compiled once per vector level by
-// tg_add_isa_kernels (TG_ISA = v2, v3 or avx512) into tg::optim::isa::<level>.
+// tg_add_isa_kernels (TG_ISA = v2, v3 or avx512) into tg::detail::<level>.
 //
 // One pass over memory per parameter, in PyTorch 1.13's single-tensor order of operations (so
 // float64 agrees to the last few bits: PyTorch's vectorised add_ with alpha fuses a multiply-add,
@@ -12,7 +12,7 @@
 
 #include "parallel_for.hpp"
 
-namespace tg::optim::isa::TG_ISA {
+namespace tg::detail::TG_ISA {
 
 namespace {
 
@@ -67,7 +67,7 @@ void update(int64_t numel, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, T
 
 }  // namespace
 
-const ::tg::detail::DtypeKernels<AdamKernels> adam_kernels = {.f32 = {.update = update<float>},
-                                                              .f64 = {.update = update<double>}};
+const DtypeKernels<AdamKernels> adam_kernels = {.f32 = {.update = update<float>},
+                                                .f64 = {.update = update<double>}};
 
-}  // namespace tg::optim::isa::TG_ISA
+}  // namespace tg::detail::TG_ISA

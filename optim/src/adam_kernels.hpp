@@ -6,9 +6,7 @@
 
 #include "cpu/vector_isa.hpp"
 
-// The optimizers' kernels compiled per vector level (a namespace of their own: tg::optim code names
-// the core's helpers as detail::).
-namespace tg::optim::isa {
+namespace tg::detail {
 
 // The scalars of one step as T. Each is computed in double, then rounded once, as PyTorch computes
 // them in Python and its kernels round a Scalar to the tensor's dtype.
@@ -33,6 +31,6 @@ struct AdamKernels {
                  const AdamCoefficients<T>& coefficients, bool l2, bool amsgrad);
 };
 
-TG_DECLARE_ISA_KERNELS(::tg::detail::DtypeKernels<AdamKernels>, adam_kernels)
+TG_DECLARE_ISA_KERNELS(DtypeKernels<AdamKernels>, adam_kernels)
 
-}  // namespace tg::optim::isa
+}  // namespace tg::detail

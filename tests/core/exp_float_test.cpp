@@ -1,5 +1,5 @@
 // The float-lane exp of the softmax family's and cross-entropy's row kernels (simd_exp.hpp's
-// exp_float, through core/src/ops/exp_rows.cpp's scaled_exp at scale 1): within 0.8 ulp of e^x
+// exp_float, through core/src/ops/exp_row_kernels.cpp's scaled_exp at scale 1): within 0.8 ulp of e^x
 // over the whole float range, subnormal results included, IEEE's 0, +∞ and NaN at the ends, the
 // shift's rounding error carried, and bitwise the same at every vector level.
 #include <bit>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core_test_util.hpp"
-#include "ops/exp_rows.hpp"
+#include "ops/exp_row_kernels.hpp"
 #include "support/vector_isa_levels.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// The softmax family's float32 row kernels (core/src/ops/exp_rows.cpp: e^x in float lanes,
+// The softmax family's float32 row kernels (core/src/ops/exp_row_kernels.cpp: e^x in float lanes,
 // simd_exp.hpp's exp_float): within a stated ulp bound of the exact functions, and bitwise the same at every
 // vector level and thread count.
 

@@ -1,5 +1,5 @@
 // cross_entropy's float32 rows on core's per-level row kernels (nn/src/cross_entropy.cpp,
-// core/src/ops/exp_rows.cpp): bitwise the same at every vector level and thread count, and within
+// core/src/ops/exp_row_kernels.cpp): bitwise the same at every vector level and thread count, and within
 // float rounding of the float64 path.
 
 #include <vector>

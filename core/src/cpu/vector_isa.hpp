@@ -1,10 +1,12 @@
 // The vector instruction set of the hot row kernels (LayerNorm, reductions, elementwise), chosen
 // once per process at run time, as ATen's CPU-capability dispatch does.
 //
-// Each kernel source is compiled once per level into its own namespace (tg::...::v2, ::v3,
-// ::avx512; CMake's tg_add_isa_kernels) and exports a small table of function pointers; callers
-// pick the table of the chosen level (for_vector_isa). The library itself is built for plain
-// x86-64, so one binary runs on every x86-64 CPU and still uses AVX-512 where there is one.
+// Each kernel source, <name>_kernels.cpp in any layer, is compiled once per level into that level's
+// namespace (tg::detail::v2, ::v3, ::avx512; CMake's tg_add_isa_kernels) and defines there a small
+// table of function pointers, <name>_kernels, that its <name>_kernels.hpp declares with
+// TG_DECLARE_ISA_KERNELS; callers take the chosen level's table, <name>_kernels_for_cpu(). The
+// library itself is built for plain x86-64, so one binary runs on every x86-64 CPU and still uses
+// AVX-512 where there is one.
 #pragma once
 
 #include <string_view>

@@ -13,7 +13,7 @@
 #include "dispatch.hpp"
 #include "ops/along_dim.hpp"
 #include "ops/elementwise.hpp"
-#include "ops/exp_rows.hpp"
+#include "ops/exp_row_kernels.hpp"
 #include "ops/softmax_rows.hpp"
 #include "ops/shape.hpp"
 #include "out_of_memory.hpp"
@@ -50,7 +50,7 @@ T line_max(const T* x, int64_t n, Stride stride) {
 }
 
 // Whether a line is float32 and contiguous: such lines run on the per-level row kernels
-// (ops/exp_rows.hpp), whose exp vectorises; the others on std::exp.
+// (ops/exp_row_kernels.hpp), whose exp vectorises; the others on std::exp.
 template <typename T, typename Stride>
 constexpr bool kFloatRow = std::is_same_v<T, float> && std::is_same_v<Stride, std::integral_constant<int64_t, 1>>;
 
@@ -98,7 +98,7 @@ void softmax_forward(const T* x, T* y, const AlongDim& layout) {
 }
 
 // dy, y, dx: [outer, size, inner]; per line, ops/softmax_rows.hpp. Contiguous float32 lines run
-// the same formulas compiled for the vector level (exp_rows.cpp).
+// the same formulas compiled for the vector level (exp_row_kernels.cpp).
 template <bool Log, typename T>
 void softmax_backward(const T* dy, const T* y, T* dx, const AlongDim& layout) {
   const int64_t n = layout.size;

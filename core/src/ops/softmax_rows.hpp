@@ -1,5 +1,5 @@
 // The softmax family's backward along one line, written once: ops/softmax.cpp runs it on every
-// line, and exp_rows.cpp compiles it per vector level for contiguous float32 rows. Private to the
+// line, and exp_row_kernels.cpp compiles it per vector level for contiguous float32 rows. Private to the
 // library.
 #pragma once
 
@@ -13,7 +13,7 @@ namespace tg::detail {
 inline namespace TG_ISA_HELPERS {
 
 // The sums along a line that the backward needs, in lane_sum's order: Σ_k v_k and Σ_k a_k b_k in
-// double, and r_k = exp(v_k). This one reads a line at any stride; exp_rows.cpp's contiguous float32
+// double, and r_k = exp(v_k). This one reads a line at any stride; exp_row_kernels.cpp's contiguous float32
 // rows have one in the level's vectors that adds the same terms in the same order.
 template <typename T, typename Stride>
 struct StridedLine {

@@ -1,5 +1,5 @@
 // The float32 row kernels of the softmax family and cross-entropy (their max, exp and sum passes),
-// compiled once per vector level (exp_rows.cpp, cpu/vector_isa.hpp); ops/softmax.cpp and nn's
+// compiled once per vector level (exp_row_kernels.cpp, cpu/vector_isa.hpp); ops/softmax.cpp and nn's
 // cross_entropy.cpp call the chosen level's on contiguous float32 rows. Private to the library.
 #pragma once
 

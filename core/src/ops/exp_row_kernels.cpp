@@ -4,7 +4,7 @@
 // with the shift's rounding error carried into the exp; the sum widens each e_k to double and
 // takes 16 interleaved double accumulators, exactly lane_sum's order. So every level gives the
 // same bits, and so does any thread count (a row is one task's).
-#include "ops/exp_rows.hpp"
+#include "ops/exp_row_kernels.hpp"
 
 #include <cmath>
 #include <limits>
