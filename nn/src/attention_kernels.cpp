@@ -18,6 +18,7 @@
 // dK and dV has one order whatever the thread count.
 #include "attention_kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -27,6 +28,7 @@
 #include "ops/small_gemm_kernels.hpp"
 #include "parallel_for.hpp"
 #include "simd_exp.hpp"
+#include "simd_lanes.hpp"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -83,14 +85,69 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
   small_gemm_kernels.of<T>().gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
-// x: [rows, cols] with row stride ld -> out: [cols, rows] (row stride rows).
+// x: [S, E] (one head's keys or values) -> xt: [ceil(S / kKeyTile), E, kKeyTile], key tile j's
+// transpose as a contiguous [E, kKeyTile] block (the last one's columns past S unset): the score
+// products read it as op(B) with row stride kKeyTile, where a stride of S floats would put every
+// row of a tile in one L1 set.
 template <typename T>
-void transpose(const T* x, int64_t rows, int64_t cols, int64_t ld, T* out) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = x[r * ld + c];
+void transpose_key_tiles(const T* x, int64_t S, int64_t E, T* xt) {
+  for (int64_t j0 = 0; j0 < S; j0 += kKeyTile) {
+    const int64_t cols = std::min(kKeyTile, S - j0);
+    T* tile = xt + j0 * E;  // (j0 / kKeyTile) · E · kKeyTile
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t e = 0; e < E; ++e) tile[e * kKeyTile + c] = x[(j0 + c) * E + e];
+  }
 }
 
-// scores: [rows, cols] = q_tile·kᵀ for queries i0.. and keys j0.. of head b -> in place
+// Elements of T in one 64-byte vector: the lanes of the row sums below, at every level.
+template <typename T>
+constexpr int64_t kSumLanes = 64 / sizeof(T);
+
+// max(m, max_c x[c]) over x: [n], NaN skipped (x > m ? x : m, maxps's rule); exact, so the lane
+// split does not matter.
+template <typename T>
+T row_max(const T* x, int64_t n, T m) {
+  constexpr int64_t W = kSumLanes<T>;
+  T lanes[W];
+  for (int64_t l = 0; l < W; ++l) lanes[l] = m;
+  int64_t c = 0;
+  for (; c + W <= n; c += W)
+    for (int64_t l = 0; l < W; ++l) lanes[l] = x[c + l] > lanes[l] ? x[c + l] : lanes[l];
+  for (; c < n; ++c) m = x[c] > m ? x[c] : m;
+  for (int64_t l = 0; l < W; ++l) m = lanes[l] > m ? lanes[l] : m;
+  return m;
+}
+
+// Σ_c x[c] over x: [n]: element c to lane c mod W while whole vectors last, the lanes then added
+// in order, then the tail: an order fixed by n alone, the same at every level.
+template <typename T>
+T row_sum(const T* x, int64_t n) {
+  constexpr int64_t W = kSumLanes<T>;
+  T lanes[W] = {};
+  int64_t c = 0;
+  for (; c + W <= n; c += W)
+    for (int64_t l = 0; l < W; ++l) lanes[l] += x[c + l];
+  T sum = T(0);
+  for (int64_t l = 0; l < W; ++l) sum += lanes[l];
+  for (; c < n; ++c) sum += x[c];
+  return sum;
+}
+
+// x[c] = e^(x[c] − shift) for x: [n], in the level's vectors for float (exp_float lane by lane:
+// the same bits at every width), libm's exp for double.
+template <typename T>
+void exp_shifted(T* x, int64_t n, T shift) {
+  if constexpr (std::is_same_v<T, float>) {
+    for_each_lane<float>(n, [=](auto at) {
+      const auto v = at(x) - shift;
+      at.store(x, exp_float(v, decltype(v){}));
+    });
+  } else {
+    for (int64_t c = 0; c < n; ++c) x[c] = std::exp(x[c] - shift);
+  }
+}
+
+// scores: [rows, kKeyTile] = q_tile·kᵀ for queries i0.. and keys j0.. of head b -> in place
 // s = scale·scores + mask, −∞ where causal masks (j > i).
 template <typename T>
 void finish_scores(const AttentionProblem<T>& p, int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
@@ -101,17 +158,20 @@ void finish_scores(const AttentionProblem<T>& p, int64_t b, int64_t i0, int64_t 
     const int64_t i = i0 + r;
     if (p.mask) {
       const T* mask_row = p.mask + p.mask_offsets[b] + i * p.mask_row_stride + j0 * p.mask_col_stride;
-      for (int64_t c = 0; c < cols; ++c) s[c] = s[c] * scale + mask_row[c * p.mask_col_stride];
+      if (p.mask_col_stride == 1)
+        for (int64_t c = 0; c < cols; ++c) s[c] = s[c] * scale + mask_row[c];
+      else
+        for (int64_t c = 0; c < cols; ++c) s[c] = s[c] * scale + mask_row[0];
     } else {
       for (int64_t c = 0; c < cols; ++c) s[c] = s[c] * scale;
     }
     if (p.causal)
-      for (int64_t c = i - j0 + 1; c < cols; ++c)
-        if (c >= 0) s[c] = kNegInf<T>;
+      for (int64_t c = std::max<int64_t>(i - j0 + 1, 0); c < cols; ++c) s[c] = kNegInf<T>;
   }
 }
 
-// Dropout of a probability tile: tile[r, c] ·= z/(1 − p) for queries i0.., keys j0.. of head b.
+// Dropout of a probability tile: dropped[r, c] = probs[r, c]·z/(1 − p) for queries i0.., keys j0..
+// of head b.
 template <typename T>
 void drop(const AttentionProblem<T>& p, int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t cols, const T* probs,
           T* dropped) {
@@ -126,57 +186,47 @@ void drop(const AttentionProblem<T>& p, int64_t b, int64_t i0, int64_t rows, int
   }
 }
 
-// kt: [batch, E, S] = kᵀ per head (and likewise vᵀ): the score products read k's columns as rows.
-template <typename T>
-void transpose_heads(const T* x, int64_t batch, int64_t S, int64_t E, T* xt) {
-  parallel_for(batch, ceil_div(kChunkWork, S * E + 1), [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) transpose(x + b * S * E, S, E, E, xt + b * E * S);
-  });
-}
+// Key tiles per head, and the size of a head's tile-blocked transpose (transpose_key_tiles).
+inline int64_t key_tiles(int64_t S) { return ceil_div(S, kKeyTile); }
 
 template <typename T>
 void forward(const AttentionProblem<T>& p, T* out, T* lse) {
   const int64_t L = p.L, S = p.S, E = p.E, Ev = p.Ev;
   if (p.batch == 0 || L == 0) return;
-  Scratch<T> kt(p.batch * E * S);
-  transpose_heads(p.k, p.batch, S, E, kt.data);
   const int64_t query_tiles = ceil_div(L, kQueryTile);
   const int64_t tile_work = kQueryTile * (S + 1) * (E + Ev + 1);
   parallel_for(p.batch * query_tiles, ceil_div(kChunkWork, tile_work), [&](int64_t t0, int64_t t1) {
     alignas(64) T scores[kQueryTile * kKeyTile];
     alignas(64) T dropped[kQueryTile * kKeyTile];
-    T row_max[kQueryTile], row_sum[kQueryTile];
+    T row_max_of[kQueryTile], row_sum_of[kQueryTile];
+    Scratch<T> kt(key_tiles(S) * E * kKeyTile);  // this chunk's current head's kᵀ, tile-blocked
+    int64_t kt_head = -1;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / query_tiles, i0 = (t % query_tiles) * kQueryTile;
       const int64_t rows = std::min(kQueryTile, L - i0);
+      if (b != kt_head) transpose_key_tiles(p.k + b * S * E, S, E, kt.data), kt_head = b;
       const T* q = p.q + (b * L + i0) * E;
-      const T* kt_b = kt.data + b * E * S;
       const T* v = p.v + b * S * Ev;
       T* o = out + (b * L + i0) * Ev;
       std::memset(o, 0, static_cast<size_t>(rows * Ev) * sizeof(T));
-      for (int64_t r = 0; r < rows; ++r) row_max[r] = kNegInf<T>, row_sum[r] = T(0);
+      for (int64_t r = 0; r < rows; ++r) row_max_of[r] = kNegInf<T>, row_sum_of[r] = T(0);
       // Causal: keys past the tile's last query are masked for every query of the tile.
       const int64_t key_end = p.causal ? std::min(S, i0 + rows) : S;
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
-        gemm<T>(false, false, rows, cols, E, q, E, kt_b + j0, S, scores, kKeyTile, false);
+        gemm<T>(false, false, rows, cols, E, q, E, kt.data + j0 * E, kKeyTile, scores, kKeyTile, false);
         finish_scores(p, b, i0, rows, j0, cols, scores);
         for (int64_t r = 0; r < rows; ++r) {
           T* s = scores + r * kKeyTile;
-          T m = row_max[r];
-          for (int64_t c = 0; c < cols; ++c) m = s[c] > m ? s[c] : m;
+          const T m = row_max(s, cols, row_max_of[r]);
           if (m == kNegInf<T>) {  // every key so far masked: p = 0, nothing to rescale
             for (int64_t c = 0; c < cols; ++c) s[c] = T(0);
             continue;
           }
-          const T alpha = exponential(row_max[r] - m);  // e^(m − m'), 0 for m = −∞
-          T sum = T(0);
-          for (int64_t c = 0; c < cols; ++c) {
-            s[c] = exponential(s[c] - m);
-            sum += s[c];
-          }
-          row_sum[r] = row_sum[r] * alpha + sum;
-          row_max[r] = m;
+          const T alpha = exponential(row_max_of[r] - m);  // e^(m − m'), 0 for m = −∞
+          exp_shifted(s, cols, m);
+          row_sum_of[r] = row_sum_of[r] * alpha + row_sum(s, cols);
+          row_max_of[r] = m;
           if (alpha != T(1))
             for (int64_t e = 0; e < Ev; ++e) o[r * Ev + e] *= alpha;
         }
@@ -189,14 +239,14 @@ void forward(const AttentionProblem<T>& p, T* out, T* lse) {
       }
       for (int64_t r = 0; r < rows; ++r) {
         T* o_row = o + r * Ev;
-        if (row_sum[r] == T(0)) {  // no key: a zero row, and a +∞ lse so that backward's P is 0
+        if (row_sum_of[r] == T(0)) {  // no key: a zero row, and a +∞ lse so that backward's P is 0
           for (int64_t e = 0; e < Ev; ++e) o_row[e] = T(0);
           lse[b * L + i0 + r] = kInf<T>;
           continue;
         }
-        const T inv = T(1) / row_sum[r];
+        const T inv = T(1) / row_sum_of[r];
         for (int64_t e = 0; e < Ev; ++e) o_row[e] *= inv;
-        lse[b * L + i0 + r] = row_max[r] + std::log(row_sum[r]);
+        lse[b * L + i0 + r] = row_max_of[r] + std::log(row_sum_of[r]);
       }
     }
   });
@@ -213,7 +263,7 @@ void backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T*
   const T scale = static_cast<T>(p.scale);
   const int64_t head_work = (L + 1) * (S + 1) * (2 * E + 2 * Ev + 1);
   parallel_for(p.batch, ceil_div(kChunkWork, head_work), [&](int64_t b0, int64_t b1) {
-    Scratch<T> kt(E * S), vt(Ev * S), delta(L);
+    Scratch<T> kt(key_tiles(S) * E * kKeyTile), vt(key_tiles(S) * Ev * kKeyTile), delta(L);
     alignas(64) T probs[kQueryTile * kKeyTile];    // P
     alignas(64) T dropped[kQueryTile * kKeyTile];  // P̃ (with dropout)
     alignas(64) T dprobs[kQueryTile * kKeyTile];   // dP̃, then dS
@@ -223,8 +273,8 @@ void backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T*
       const T* o = out + b * L * Ev;
       const T* dout = grad_out + b * L * Ev;
       const T* lse_b = lse + b * L;
-      transpose(k, S, E, E, kt.data);
-      transpose(p.v + b * S * Ev, S, Ev, Ev, vt.data);
+      transpose_key_tiles(k, S, E, kt.data);
+      transpose_key_tiles(p.v + b * S * Ev, S, Ev, vt.data);
       for (int64_t i = 0; i < L; ++i) {  // D_i = Σ_e dO_ie·O_ie
         T sum = T(0);
         for (int64_t e = 0; e < Ev; ++e) sum += dout[i * Ev + e] * o[i * Ev + e];
@@ -236,13 +286,9 @@ void backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T*
         const int64_t first_query = p.causal ? j0 / kQueryTile * kQueryTile : 0;
         for (int64_t i0 = first_query; i0 < L; i0 += kQueryTile) {
           const int64_t rows = std::min(kQueryTile, L - i0);
-          gemm<T>(false, false, rows, cols, E, q + i0 * E, E, kt.data + j0, S, probs, kKeyTile, false);
+          gemm<T>(false, false, rows, cols, E, q + i0 * E, E, kt.data + j0 * E, kKeyTile, probs, kKeyTile, false);
           finish_scores(p, b, i0, rows, j0, cols, probs);
-          for (int64_t r = 0; r < rows; ++r) {
-            const T row_lse = lse_b[i0 + r];
-            T* s = probs + r * kKeyTile;
-            for (int64_t c = 0; c < cols; ++c) s[c] = exponential(s[c] - row_lse);  // P = e^(s − lse)
-          }
+          for (int64_t r = 0; r < rows; ++r) exp_shifted(probs + r * kKeyTile, cols, lse_b[i0 + r]);  // P = e^(s − lse)
           const T* kept_probs = probs;
           if (dropout) {
             drop(p, b, i0, rows, j0, cols, probs, dropped);
@@ -252,14 +298,14 @@ void backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T*
           gemm<T>(true, false, cols, Ev, rows, kept_probs, kKeyTile, dout + i0 * Ev, Ev, dv + (b * S + j0) * Ev, Ev,
                   true);
           // dP̃ = dO_i·V_jᵀ
-          gemm<T>(false, false, rows, cols, Ev, dout + i0 * Ev, Ev, vt.data + j0, S, dprobs, kKeyTile, false);
-          // dS = scale · (P̃ ∘ dP̃ − P ∘ D)
+          gemm<T>(false, false, rows, cols, Ev, dout + i0 * Ev, Ev, vt.data + j0 * Ev, kKeyTile, dprobs, kKeyTile,
+                  false);
           for (int64_t r = 0; r < rows; ++r) {
             const T d = delta.data[i0 + r];
             T* ds = dprobs + r * kKeyTile;
             const T* pr = probs + r * kKeyTile;
             const T* kp = kept_probs + r * kKeyTile;
-            if (dropout)
+            if (dropout)  // dS = scale · (P̃ ∘ dP̃ − P ∘ D)
               for (int64_t c = 0; c < cols; ++c) ds[c] = (kp[c] * ds[c] - pr[c] * d) * scale;
             else  // P̃ = P: dS = scale · P ∘ (dP − D)
               for (int64_t c = 0; c < cols; ++c) ds[c] = pr[c] * (ds[c] - d) * scale;
