@@ -146,9 +146,13 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     p.dropout_seed = seed;
     return p;
   };
+  // Scratch as a tensor: the allocator keeps large buffers for the next step's call.
+  Tensor workspace =
+      make_tensor({tg::detail::attention_forward_workspace(batch, S, E)}, query.dtype(), kOp);
   tg::detail::dispatch_floating(kOp, query.dtype(), [&]<typename T>() {
     tg::detail::attention_kernels_for_cpu().of<T>().forward(problem_of.template operator()<T>(query, key, value),
-                                                            out.mutable_data<T>(), lse.mutable_data<T>());
+                                                            out.mutable_data<T>(), lse.mutable_data<T>(),
+                                                            workspace.mutable_data<T>());
   });
 
   if (autograd::needs_grad(query, key, value))
@@ -156,16 +160,18 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
         out, "ScaledDotProductAttentionBackward", {query, key, value},
         [saved_q = autograd::SavedTensor(query), saved_k = autograd::SavedTensor(key),
          saved_v = autograd::SavedTensor(value), saved_out = autograd::SavedTensor(out), lse,
-         problem_of](const Tensor& grad_out, autograd::GradInputs& grads) {
+         problem_of, batch, L, S, E, Ev](const Tensor& grad_out, autograd::GradInputs& grads) {
           const Tensor &q = grads.unpack(saved_q), &k = grads.unpack(saved_k), &v = grads.unpack(saved_v);
           const Tensor& o = grads.unpack(saved_out);
           Tensor dq = make_tensor(q.shape(), q.dtype(), "ScaledDotProductAttentionBackward");
           Tensor dk = make_tensor(k.shape(), k.dtype(), "ScaledDotProductAttentionBackward");
           Tensor dv = make_tensor(v.shape(), v.dtype(), "ScaledDotProductAttentionBackward");
+          Tensor workspace = make_tensor({tg::detail::attention_backward_workspace(batch, L, S, E, Ev)},
+                                               q.dtype(), "ScaledDotProductAttentionBackward");
           tg::detail::dispatch_floating("ScaledDotProductAttentionBackward", q.dtype(), [&]<typename T>() {
             tg::detail::attention_kernels_for_cpu().of<T>().backward(
                 problem_of.template operator()<T>(q, k, v), o.data<T>(), lse.data<T>(), grad_out.data<T>(),
-                dq.mutable_data<T>(), dk.mutable_data<T>(), dv.mutable_data<T>());
+                dq.mutable_data<T>(), dk.mutable_data<T>(), dv.mutable_data<T>(), workspace.mutable_data<T>());
           });
           if (grads.needed(0)) grads.set(0, dq);
           if (grads.needed(1)) grads.set(1, dk);

@@ -22,7 +22,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <new>
 #include <type_traits>
 
 #include "ops/small_gemm_kernels.hpp"
@@ -37,10 +36,8 @@ namespace tg::detail::TG_ISA {
 
 namespace {
 
-// Queries per tile (rows of the score tile) and keys per tile (its columns): a 64×64 tile of
-// scores and the 64-row tiles of q, k, v and o stay in L1/L2 between the products that use them.
-constexpr int64_t kQueryTile = 64;
-constexpr int64_t kKeyTile = 64;
+constexpr int64_t kQueryTile = kAttentionQueryTile;
+constexpr int64_t kKeyTile = kAttentionKeyTile;
 
 // Work (multiply-adds) below which a parallel chunk costs more to schedule than to do.
 constexpr int64_t kChunkWork = int64_t{1} << 18;
@@ -49,17 +46,6 @@ template <typename T>
 constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 template <typename T>
 constexpr T kInf = std::numeric_limits<T>::infinity();
-
-// An uninitialised buffer of n elements (not a std::vector: its member templates would be weak
-// symbols outside this level's namespace; tests/core/check_isa_objects.cmake).
-template <typename T>
-struct Scratch {
-  T* data;
-  explicit Scratch(int64_t n) : data(static_cast<T*>(::operator new(static_cast<size_t>(n) * sizeof(T)))) {}
-  ~Scratch() { ::operator delete(data); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-};
 
 // e^x: simd_exp.hpp's float exp (the softmax family's, the same bits at every level) for float,
 // libm's for double.
@@ -186,25 +172,33 @@ void drop(const AttentionProblem<T>& p, int64_t b, int64_t i0, int64_t rows, int
   }
 }
 
-// Key tiles per head, and the size of a head's tile-blocked transpose (transpose_key_tiles).
-inline int64_t key_tiles(int64_t S) { return ceil_div(S, kKeyTile); }
+inline int64_t key_tiles(int64_t S) { return attention_key_tiles(S); }
+
+// kt: [batch, key_tiles(S)·E·kKeyTile], each head's transpose_key_tiles of x: [batch, S, E].
+template <typename T>
+void transpose_heads(const T* x, int64_t batch, int64_t S, int64_t E, T* kt) {
+  const int64_t head = key_tiles(S) * E * kKeyTile;
+  parallel_for(batch, ceil_div(kChunkWork, S * E + 1), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) transpose_key_tiles(x + b * S * E, S, E, kt + b * head);
+  });
+}
 
 template <typename T>
-void forward(const AttentionProblem<T>& p, T* out, T* lse) {
+void forward(const AttentionProblem<T>& p, T* out, T* lse, T* workspace) {
   const int64_t L = p.L, S = p.S, E = p.E, Ev = p.Ev;
   if (p.batch == 0 || L == 0) return;
+  const int64_t kt_head = key_tiles(S) * E * kKeyTile;
+  transpose_heads(p.k, p.batch, S, E, workspace);
   const int64_t query_tiles = ceil_div(L, kQueryTile);
   const int64_t tile_work = kQueryTile * (S + 1) * (E + Ev + 1);
   parallel_for(p.batch * query_tiles, ceil_div(kChunkWork, tile_work), [&](int64_t t0, int64_t t1) {
     alignas(64) T scores[kQueryTile * kKeyTile];
     alignas(64) T dropped[kQueryTile * kKeyTile];
     T row_max_of[kQueryTile], row_sum_of[kQueryTile];
-    Scratch<T> kt(key_tiles(S) * E * kKeyTile);  // this chunk's current head's kᵀ, tile-blocked
-    int64_t kt_head = -1;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / query_tiles, i0 = (t % query_tiles) * kQueryTile;
       const int64_t rows = std::min(kQueryTile, L - i0);
-      if (b != kt_head) transpose_key_tiles(p.k + b * S * E, S, E, kt.data), kt_head = b;
+      const T* kt = workspace + b * kt_head;
       const T* q = p.q + (b * L + i0) * E;
       const T* v = p.v + b * S * Ev;
       T* o = out + (b * L + i0) * Ev;
@@ -214,7 +208,7 @@ void forward(const AttentionProblem<T>& p, T* out, T* lse) {
       const int64_t key_end = p.causal ? std::min(S, i0 + rows) : S;
       for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, key_end - j0);
-        gemm<T>(false, false, rows, cols, E, q, E, kt.data + j0 * E, kKeyTile, scores, kKeyTile, false);
+        gemm<T>(false, false, rows, cols, E, q, E, kt + j0 * E, kKeyTile, scores, kKeyTile, false);
         finish_scores(p, b, i0, rows, j0, cols, scores);
         for (int64_t r = 0; r < rows; ++r) {
           T* s = scores + r * kKeyTile;
@@ -253,7 +247,8 @@ void forward(const AttentionProblem<T>& p, T* out, T* lse) {
 }
 
 template <typename T>
-void backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* grad_out, T* dq, T* dk, T* dv) {
+void backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* grad_out, T* dq, T* dk, T* dv,
+              T* workspace) {
   const int64_t L = p.L, S = p.S, E = p.E, Ev = p.Ev;
   std::memset(dq, 0, static_cast<size_t>(p.batch * L * E) * sizeof(T));
   std::memset(dk, 0, static_cast<size_t>(p.batch * S * E) * sizeof(T));
@@ -263,7 +258,6 @@ void backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T*
   const T scale = static_cast<T>(p.scale);
   const int64_t head_work = (L + 1) * (S + 1) * (2 * E + 2 * Ev + 1);
   parallel_for(p.batch, ceil_div(kChunkWork, head_work), [&](int64_t b0, int64_t b1) {
-    Scratch<T> kt(key_tiles(S) * E * kKeyTile), vt(key_tiles(S) * Ev * kKeyTile), delta(L);
     alignas(64) T probs[kQueryTile * kKeyTile];    // P
     alignas(64) T dropped[kQueryTile * kKeyTile];  // P̃ (with dropout)
     alignas(64) T dprobs[kQueryTile * kKeyTile];   // dP̃, then dS
@@ -273,12 +267,16 @@ void backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T*
       const T* o = out + b * L * Ev;
       const T* dout = grad_out + b * L * Ev;
       const T* lse_b = lse + b * L;
-      transpose_key_tiles(k, S, E, kt.data);
-      transpose_key_tiles(p.v + b * S * Ev, S, Ev, vt.data);
+      // This head's workspace: kᵀ and vᵀ in key tiles, D.
+      T* kt = workspace + b * (key_tiles(S) * (E + Ev) * kKeyTile + L);
+      T* vt = kt + key_tiles(S) * E * kKeyTile;
+      T* delta = vt + key_tiles(S) * Ev * kKeyTile;
+      transpose_key_tiles(k, S, E, kt);
+      transpose_key_tiles(p.v + b * S * Ev, S, Ev, vt);
       for (int64_t i = 0; i < L; ++i) {  // D_i = Σ_e dO_ie·O_ie
         T sum = T(0);
         for (int64_t e = 0; e < Ev; ++e) sum += dout[i * Ev + e] * o[i * Ev + e];
-        delta.data[i] = sum;
+        delta[i] = sum;
       }
       for (int64_t j0 = 0; j0 < S; j0 += kKeyTile) {
         const int64_t cols = std::min(kKeyTile, S - j0);
@@ -286,7 +284,7 @@ void backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T*
         const int64_t first_query = p.causal ? j0 / kQueryTile * kQueryTile : 0;
         for (int64_t i0 = first_query; i0 < L; i0 += kQueryTile) {
           const int64_t rows = std::min(kQueryTile, L - i0);
-          gemm<T>(false, false, rows, cols, E, q + i0 * E, E, kt.data + j0 * E, kKeyTile, probs, kKeyTile, false);
+          gemm<T>(false, false, rows, cols, E, q + i0 * E, E, kt + j0 * E, kKeyTile, probs, kKeyTile, false);
           finish_scores(p, b, i0, rows, j0, cols, probs);
           for (int64_t r = 0; r < rows; ++r) exp_shifted(probs + r * kKeyTile, cols, lse_b[i0 + r]);  // P = e^(s − lse)
           const T* kept_probs = probs;
@@ -298,10 +296,10 @@ void backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T*
           gemm<T>(true, false, cols, Ev, rows, kept_probs, kKeyTile, dout + i0 * Ev, Ev, dv + (b * S + j0) * Ev, Ev,
                   true);
           // dP̃ = dO_i·V_jᵀ
-          gemm<T>(false, false, rows, cols, Ev, dout + i0 * Ev, Ev, vt.data + j0 * Ev, kKeyTile, dprobs, kKeyTile,
+          gemm<T>(false, false, rows, cols, Ev, dout + i0 * Ev, Ev, vt + j0 * Ev, kKeyTile, dprobs, kKeyTile,
                   false);
           for (int64_t r = 0; r < rows; ++r) {
-            const T d = delta.data[i0 + r];
+            const T d = delta[i0 + r];
             T* ds = dprobs + r * kKeyTile;
             const T* pr = probs + r * kKeyTile;
             const T* kp = kept_probs + r * kKeyTile;

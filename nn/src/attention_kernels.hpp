@@ -29,15 +29,33 @@ struct AttentionProblem {
   uint64_t dropout_seed = 0;
 };
 
+// Queries per tile (rows of a score tile) and keys per tile (its columns): a 64×64 tile of scores
+// and the 64-row tiles of q, k, v and o stay in L1/L2 between the products that use them.
+inline constexpr int64_t kAttentionQueryTile = 64;
+inline constexpr int64_t kAttentionKeyTile = 64;
+
+// The scratch of one call, in elements of T: per head the keys' (and in backward the values')
+// transposes, one [E, kAttentionKeyTile] block per key tile, and backward's D per query:
+// O(batch·(S·(E + Ev) + L)), no L×S term.
+inline int64_t attention_key_tiles(int64_t S) { return (S + kAttentionKeyTile - 1) / kAttentionKeyTile; }
+inline int64_t attention_forward_workspace(int64_t batch, int64_t S, int64_t E) {
+  return batch * attention_key_tiles(S) * E * kAttentionKeyTile;
+}
+inline int64_t attention_backward_workspace(int64_t batch, int64_t L, int64_t S, int64_t E, int64_t Ev) {
+  return batch * (attention_key_tiles(S) * (E + Ev) * kAttentionKeyTile + L);
+}
+
 template <typename T>
 struct AttentionKernels {
   // -> out: [batch, L, Ev]; lse: [batch, L], each query's log Σ_j e^(s_ij) over its unmasked keys,
   // +∞ for a query with none (its output row is 0, and backward's e^(s − lse) is 0 there).
-  void (*forward)(const AttentionProblem<T>& problem, T* out, T* lse);
+  // workspace: attention_forward_workspace(...) elements.
+  void (*forward)(const AttentionProblem<T>& problem, T* out, T* lse, T* workspace);
   // out, grad_out: [batch, L, Ev]; lse: [batch, L] from forward -> dq: [batch, L, E],
   // dk: [batch, S, E], dv: [batch, S, Ev] (written, not accumulated).
+  // workspace: attention_backward_workspace(...) elements.
   void (*backward)(const AttentionProblem<T>& problem, const T* out, const T* lse, const T* grad_out, T* dq, T* dk,
-                   T* dv);
+                   T* dv, T* workspace);
 };
 
 TG_DECLARE_ISA_KERNELS(DtypeKernels<AttentionKernels>, attention_kernels)
