@@ -74,6 +74,15 @@ struct ToolkitShape {
 // measures the per-call cost.
 inline const std::vector<ToolkitShape> kToolkitShapes = {{8192, 128}, {4, 8}};
 
+struct AttentionShape {
+  int64_t batch_heads;  // B·H: independent heads, q, k, v: [B·H, T, D]
+  int64_t T;            // positions (L = S)
+  int64_t D;            // E = Ev
+};
+// Causal scaled-dot-product attention forward+backward, float32 (q, k, v as [1, B·H, T, D]): the
+// GPT example's heads (48 = 12 sequences × 4 heads, T 64, D 32) and a long sequence.
+inline const std::vector<AttentionShape> kAttentionShapes = {{48, 64, 32}, {64, 1024, 64}};
+
 // The register-only FMA loop of the peak reference: this many FMA instructions per thread and
 // iteration (kFmaChains independent accumulators, so that latency never stalls the FMA units).
 inline constexpr int64_t kFmaChains = 16;
@@ -111,6 +120,7 @@ struct Backend {
   std::function<Runner(ToolkitShape)> gelu_forward_backward;          // y = gelu(x); y.backward(dy)
   std::function<Runner(ToolkitShape)> dropout_forward;                // dropout(x, 0.1, training), no grad
   std::function<Runner(ToolkitShape)> adamw_step;                     // AdamW(lr 1e-3, wd 1e-2).step()
+  std::function<Runner(AttentionShape)> attention_causal_forward_backward;  // causal SDPA, then backward
   // kFmaPerIteration FMAs on every thread: the core's float32 peak. Its case name carries the
   // FLOPs per thread and iteration (2 × lanes × FMAs), for run.py.
   std::function<Runner(int64_t)> fma_peak;
@@ -235,6 +245,8 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
     add(backend.dropout_forward, "dropout_fwd", shape, s);
     add(backend.adamw_step, "adamw_step", shape, s);
   }
+  for (const AttentionShape& s : kAttentionShapes)
+    add(backend.attention_causal_forward_backward, "attention_causal_fwd_bwd", dims({s.batch_heads, s.T, s.D}), s);
   add(backend.tiny_graph, "tiny_graph", dims({kTinyGraphElements}), kTinyGraphElements);
   add(backend.stream_copy, "stream_copy", dims({kStreamElements}), kStreamElements);
   add(backend.stream_triad, "stream_triad", dims({kStreamElements}), kStreamElements);

@@ -231,6 +231,21 @@ bench::Runner adamw_step(bench::ToolkitShape shape) {
   return {[s] { s->optimizer.step(); }, [s] { return all_finite(s->param); }};
 }
 
+// y = scaled_dot_product_attention(q, k, v, causal), then y.backward(dy): the fused kernels.
+bench::Runner attention_causal_forward_backward(bench::AttentionShape shape) {
+  struct State {
+    tg::Tensor q, k, v, dy;
+  };
+  const tg::Shape dims{1, shape.batch_heads, shape.T, shape.D};
+  auto s = std::make_shared<State>(State{tg::randn(dims), tg::randn(dims), tg::randn(dims), tg::randn(dims)});
+  for (tg::Tensor* t : {&s->q, &s->k, &s->v}) t->requires_grad_();
+  return {[s] {
+            for (tg::Tensor* t : {&s->q, &s->k, &s->v}) t->set_grad({});
+            nn::functional::scaled_dot_product_attention(s->q, s->k, s->v, {.is_causal = true}).backward(s->dy);
+          },
+          [s] { return all_finite({s->q.grad(), s->k.grad(), s->v.grad()}); }};
+}
+
 // ((a*b)+c).sum().backward() on n-element tensors: four tape nodes, so this is per-op overhead.
 // The gradients of a, b and c accumulate over the iterations, as they would in user code.
 bench::Runner tiny_graph(int64_t n) {
@@ -304,6 +319,7 @@ int main(int argc, char** argv) {
       .gelu_forward_backward = gelu_forward_backward,
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
+      .attention_causal_forward_backward = attention_causal_forward_backward,
       .fma_peak = fma_peak,
       .fma_flops_per_thread = [] { return bench::flops_per_fma() * bench::kFmaPerIteration; },
       .banner = [] { return "cpu: " + tg::to_string(tg::cpu_info()); },

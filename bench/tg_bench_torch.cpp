@@ -7,6 +7,10 @@
 // so that is what this program does, to give libtorch its best chance.
 #include <torch/torch.h>
 
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -183,6 +187,46 @@ bench::Runner adamw_step(bench::ToolkitShape shape) {
   return {[s] { s->optimizer.step(); }, [s] { return all_finite({s->param}); }};
 }
 
+// Causal attention forward+backward, PyTorch 1.13's fastest path for it on the CPU: either the
+// composite a user writes (nanoGPT's: q·kᵀ·scale, masked_fill of the upper triangle with −inf,
+// softmax, ·v) or at::_scaled_dot_product_attention (1.13's private op, its math path). Both are
+// timed for a few iterations when the case is built and the faster one is benchmarked; the choice
+// is printed on stderr.
+bench::Runner attention_causal_forward_backward(bench::AttentionShape shape) {
+  struct State {
+    torch::Tensor q, k, v, dy, upper;
+    double scale;
+  };
+  const std::vector<int64_t> dims{1, shape.batch_heads, shape.T, shape.D};
+  auto s = std::make_shared<State>(State{torch::randn(dims).requires_grad_(), torch::randn(dims).requires_grad_(),
+                                         torch::randn(dims).requires_grad_(), torch::randn(dims),
+                                         torch::ones({shape.T, shape.T}, torch::kBool).triu(1),
+                                         1.0 / std::sqrt(static_cast<double>(shape.D))});
+  auto composite = [s] {
+    reset_grads({s->q, s->k, s->v});
+    torch::Tensor scores = torch::matmul(s->q, s->k.transpose(-2, -1)) * s->scale;
+    scores = scores.masked_fill(s->upper, -std::numeric_limits<float>::infinity());
+    torch::matmul(torch::softmax(scores, -1), s->v).backward(s->dy);
+  };
+  auto fused = [s] {
+    reset_grads({s->q, s->k, s->v});
+    std::get<0>(at::_scaled_dot_product_attention(s->q, s->k, s->v, {}, 0.0, false, /*is_causal=*/true))
+        .backward(s->dy);
+  };
+  auto seconds = [](const std::function<void()>& step) {
+    step();  // warm-up
+    const auto start = bench::detail::Clock::now();
+    for (int i = 0; i < 3; ++i) step();
+    return bench::detail::seconds_since(start);
+  };
+  const bool use_fused = seconds(fused) < seconds(composite);
+  std::fprintf(stderr, "# attention_causal_fwd_bwd/%lldx%lldx%lld: libtorch's %s is faster\n",
+               static_cast<long long>(shape.batch_heads), static_cast<long long>(shape.T),
+               static_cast<long long>(shape.D), use_fused ? "_scaled_dot_product_attention" : "composite");
+  return {use_fused ? std::function<void()>(fused) : std::function<void()>(composite),
+          [s] { return all_finite({s->q.grad(), s->k.grad(), s->v.grad()}); }};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -203,6 +247,7 @@ int main(int argc, char** argv) {
       .gelu_forward_backward = gelu_forward_backward,
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
+      .attention_causal_forward_backward = attention_causal_forward_backward,
       .fma_peak = {},
       .fma_flops_per_thread = {},
       .banner = {},
