@@ -266,8 +266,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
     const T* weights = probs.data<T>();
     check_weights(weights, rows, categories, probs.shape());
     LockedGenerator gen(generator);
-    // One sample with replacement is one sample without: PyTorch takes the argmax path for both.
-    if (!replacement || num_samples == 1)
+    if (!replacement)
       draw_without_replacement(weights, rows, categories, num_samples, out.mutable_data<int64_t>(), gen);
     else
       draw_with_replacement(weights, rows, categories, num_samples, out.mutable_data<int64_t>(), gen);

@@ -330,8 +330,8 @@ Tensor::ValuesAndIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool
 /// proportional to its weight, as torch.multinomial: the weights need not sum to 1 but must be
 /// finite and >= 0 with a positive sum per row (tg::Error otherwise), float32 or float64. Without
 /// replacement (num_samples <= C) a category is drawn at most once per row. PyTorch 1.13's CPU
-/// draws for the same seed: without replacement (or for one sample) argmax/topk of w / E with one
-/// E ~ Exp(1) per weight; with replacement one uniform per sample looked up in the row's
+/// draws for the same seed: without replacement the topk of w / E with one E ~ Exp(1) per
+/// weight; with replacement one uniform per sample looked up in the row's
 /// normalised cumulative sums. Draws come from `generator`, or the default one when null. One
 /// difference: when num_samples exceeds a row's number of positive weights (without replacement),
 /// its zero-weight categories come last in index order, where PyTorch's order is unspecified.
