@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "harness.hpp"
@@ -167,6 +168,30 @@ bench::Runner adamw_step(bench::ToolkitShape shape) {
   return {[s] { s->optimizer.step(); }, [s] { return all_finite({s->param}); }};
 }
 
+// values and indices of torch::sort(x, -1) (or torch::topk(x, kTopK, -1)), no grad.
+template <typename Op>
+bench::Runner sorting_forward(bench::ToolkitShape shape, Op op) {
+  struct State {
+    torch::Tensor x, values, indices;
+  };
+  auto s = std::make_shared<State>(State{torch::randn({shape.rows, shape.cols}), {}, {}});
+  return {[s, op] {
+            torch::NoGradGuard no_grad;
+            s->values = torch::Tensor();
+            s->indices = torch::Tensor();
+            std::tie(s->values, s->indices) = op(s->x);
+          },
+          [s] { return all_finite({s->values}) && s->indices.defined(); }};
+}
+
+bench::Runner sort_forward(bench::ToolkitShape shape) {
+  return sorting_forward(shape, [](const torch::Tensor& x) { return torch::sort(x, -1); });
+}
+
+bench::Runner topk_forward(bench::ToolkitShape shape) {
+  return sorting_forward(shape, [](const torch::Tensor& x) { return torch::topk(x, bench::kTopK, -1); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -186,6 +211,8 @@ int main(int argc, char** argv) {
       .gelu_forward_backward = gelu_forward_backward,
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
+      .sort_forward = sort_forward,
+      .topk_forward = topk_forward,
       .fma_peak = {},
       .fma_flops_per_thread = {},
       .banner = {},
