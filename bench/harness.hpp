@@ -73,6 +73,10 @@ struct ToolkitShape {
 // mode, and one AdamW step of a rows×cols parameter. 8192×128 is 1 Mi elements (memory-bound), 4×8
 // measures the per-call cost.
 inline const std::vector<ToolkitShape> kToolkitShapes = {{8192, 128}, {4, 8}};
+// Sorting, float32, no grad: x.sort(-1) and x.topk(kTopK, -1) of every row (a language model's
+// top-k sampling over its vocabulary, batched).
+inline const std::vector<ToolkitShape> kSortShapes = {{8192, 128}};
+inline constexpr int64_t kTopK = 10;
 
 struct AttentionShape {
   int64_t batch_heads;  // B·H: independent heads, q, k, v: [B·H, T, D]
@@ -121,6 +125,8 @@ struct Backend {
   std::function<Runner(ToolkitShape)> dropout_forward;                // dropout(x, 0.1, training), no grad
   std::function<Runner(ToolkitShape)> adamw_step;                     // AdamW(lr 1e-3, wd 1e-2).step()
   std::function<Runner(AttentionShape)> attention_causal_forward_backward;  // causal SDPA, then backward
+  std::function<Runner(ToolkitShape)> sort_forward;                   // x.sort(-1), no grad
+  std::function<Runner(ToolkitShape)> topk_forward;                   // x.topk(kTopK, -1), no grad
   // kFmaPerIteration FMAs on every thread: the core's float32 peak. Its case name carries the
   // FLOPs per thread and iteration (2 × lanes × FMAs), for run.py.
   std::function<Runner(int64_t)> fma_peak;
@@ -247,6 +253,11 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
   }
   for (const AttentionShape& s : kAttentionShapes)
     add(backend.attention_causal_forward_backward, "attention_causal_fwd_bwd", dims({s.batch_heads, s.T, s.D}), s);
+  for (const ToolkitShape& s : kSortShapes) {
+    const std::string shape = dims({s.rows, s.cols});
+    add(backend.sort_forward, "sort_fwd", shape, s);
+    add(backend.topk_forward, "topk" + std::to_string(kTopK) + "_fwd", shape, s);
+  }
   add(backend.tiny_graph, "tiny_graph", dims({kTinyGraphElements}), kTinyGraphElements);
   add(backend.stream_copy, "stream_copy", dims({kStreamElements}), kStreamElements);
   add(backend.stream_triad, "stream_triad", dims({kStreamElements}), kStreamElements);

@@ -1,5 +1,5 @@
 // tg_bench — tapegrad's side of the benchmark: LayerNorm, training steps, the toolkit's softmax,
-// cross-entropy, GELU, Dropout and AdamW, the per-op overhead of a tiny graph, plus the references that say what "fast" means on this machine: a memcpy of each
+// cross-entropy, GELU, Dropout and AdamW, sort and topk, the per-op overhead of a tiny graph, plus the references that say what "fast" means on this machine: a memcpy of each
 // LayerNorm input (the memory-bound limit of its forward) and STREAM copy and triad.
 //
 //   ./build/bench/tg_bench --threads 2 --filter layer_norm --min-time 1
@@ -246,6 +246,32 @@ bench::Runner attention_causal_forward_backward(bench::AttentionShape shape) {
           [s] { return all_finite({s->q.grad(), s->k.grad(), s->v.grad()}); }};
 }
 
+// values and indices of x.sort(-1) (or x.topk(kTopK, -1)) with x: [rows, cols], under NoGradGuard.
+template <typename Op>
+bench::Runner sorting_forward(bench::ToolkitShape shape, Op op) {
+  struct State {
+    tg::Tensor x, values, indices;
+  };
+  auto s = std::make_shared<State>(State{tg::randn({shape.rows, shape.cols}), {}, {}});
+  return {[s, op] {
+            tg::NoGradGuard no_grad;
+            s->values = tg::Tensor();
+            s->indices = tg::Tensor();
+            auto [values, indices] = op(s->x);
+            s->values = values;
+            s->indices = indices;
+          },
+          [s] { return all_finite(s->values) && s->indices.defined(); }};
+}
+
+bench::Runner sort_forward(bench::ToolkitShape shape) {
+  return sorting_forward(shape, [](const tg::Tensor& x) { return x.sort(-1); });
+}
+
+bench::Runner topk_forward(bench::ToolkitShape shape) {
+  return sorting_forward(shape, [](const tg::Tensor& x) { return x.topk(bench::kTopK, -1); });
+}
+
 // ((a*b)+c).sum().backward() on n-element tensors: four tape nodes, so this is per-op overhead.
 // The gradients of a, b and c accumulate over the iterations, as they would in user code.
 bench::Runner tiny_graph(int64_t n) {
@@ -320,6 +346,8 @@ int main(int argc, char** argv) {
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
       .attention_causal_forward_backward = attention_causal_forward_backward,
+      .sort_forward = sort_forward,
+      .topk_forward = topk_forward,
       .fma_peak = fma_peak,
       .fma_flops_per_thread = [] { return bench::flops_per_fma() * bench::kFmaPerIteration; },
       .banner = [] { return "cpu: " + tg::to_string(tg::cpu_info()); },

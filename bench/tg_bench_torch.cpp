@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "harness.hpp"
@@ -227,6 +228,30 @@ bench::Runner attention_causal_forward_backward(bench::AttentionShape shape) {
           [s] { return all_finite({s->q.grad(), s->k.grad(), s->v.grad()}); }};
 }
 
+// values and indices of torch::sort(x, -1) (or torch::topk(x, kTopK, -1)), no grad.
+template <typename Op>
+bench::Runner sorting_forward(bench::ToolkitShape shape, Op op) {
+  struct State {
+    torch::Tensor x, values, indices;
+  };
+  auto s = std::make_shared<State>(State{torch::randn({shape.rows, shape.cols}), {}, {}});
+  return {[s, op] {
+            torch::NoGradGuard no_grad;
+            s->values = torch::Tensor();
+            s->indices = torch::Tensor();
+            std::tie(s->values, s->indices) = op(s->x);
+          },
+          [s] { return all_finite({s->values}) && s->indices.defined(); }};
+}
+
+bench::Runner sort_forward(bench::ToolkitShape shape) {
+  return sorting_forward(shape, [](const torch::Tensor& x) { return torch::sort(x, -1); });
+}
+
+bench::Runner topk_forward(bench::ToolkitShape shape) {
+  return sorting_forward(shape, [](const torch::Tensor& x) { return torch::topk(x, bench::kTopK, -1); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -248,6 +273,8 @@ int main(int argc, char** argv) {
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
       .attention_causal_forward_backward = attention_causal_forward_backward,
+      .sort_forward = sort_forward,
+      .topk_forward = topk_forward,
       .fma_peak = {},
       .fma_flops_per_thread = {},
       .banner = {},
