@@ -318,21 +318,17 @@ Tensor randperm(int64_t n, Generator& generator, DType dtype = kInt64);
 /// to 2^53. A braced list of numbers always comes here (float32 unless a dtype is given); for
 /// exact integers or bools pass a std::vector of them (the overloads below).
 Tensor tensor(const std::vector<double>& values, const Shape& shape = {}, DType dtype = kFloat32);
-/// The element types a std::vector passed to tg::tensor may hold besides double.
+/// The element types a `std::vector` passed to tg::tensor may hold besides double.
 template <typename T>
 concept TensorData = std::same_as<T, int64_t> || std::same_as<T, float> || std::same_as<T, bool>;
-/// A tensor from a std::vector<int64_t>, <float> or <bool>, of that element's dtype (int64,
+/// A tensor from a `std::vector` of int64_t, float or bool, of that element's dtype (int64,
 /// float32, bool) unless `dtype` says otherwise, as torch.tensor: the values are copied as they are
-/// (an int64 above 2^53 stays exact), or converted once as .to() converts. Only a std::vector binds
-/// here, never a braced list: `tg::tensor(std::vector<int64_t>{3, 1, 2})` is int64.
+/// (an int64 above 2^53 stays exact), or converted once as .to() converts. Only a `std::vector`
+/// binds here, never a braced list: `tg::tensor(std::vector<int64_t>{3, 1, 2})` is int64.
 template <TensorData T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape = {}, DType dtype = dtype_of<T>());
-/// torch.arange: the values start, start + step, ... below end (above it when step < 0), computed
-/// as start + i·step; ceil((end − start) / step) of them. The dtype is int64 when every argument is
-/// an integer and float32 when one is floating-point, unless `dtype` is given (int64, float32 or
-/// float64; an int64 dtype truncates the arguments first, as PyTorch does). tg::Error for a zero
-/// step, a step of the wrong sign, a non-finite bound or a size that overflows.
-///@{
+
+/// The argument types of tg::arange: any integer or floating-point type but bool.
 template <typename N>
 concept ArangeNumber = (std::integral<N> || std::floating_point<N>) && !std::same_as<N, bool>;
 namespace detail {
@@ -357,16 +353,23 @@ ArangeScalar arange_scalar(N value) {
   }
 }
 }  // namespace detail
+/// torch.arange: the values start, start + step, ... below end (above it when step < 0), computed
+/// as start + i·step; ceil((end − start) / step) of them. The dtype is int64 when every argument is
+/// an integer and float32 when one is floating-point, unless `dtype` is given (int64, float32 or
+/// float64; an int64 dtype truncates the arguments first, as PyTorch does). tg::Error for a zero
+/// step, a step of the wrong sign, a non-finite bound or a size that overflows. `arange(end)`
+/// starts at 0 with step 1.
 template <ArangeNumber End>
 Tensor arange(End end, std::optional<DType> dtype = std::nullopt) {
   return detail::arange(detail::arange_scalar(int64_t{0}), detail::arange_scalar(end), detail::arange_scalar(int64_t{1}),
                         dtype);
 }
+/// torch.arange(start, end, step, dtype): see arange(end) for the rules; `tg::arange(0, 1, 0.1)` is
+/// float32, `tg::arange(2, 11, 3)` int64.
 template <ArangeNumber Start, ArangeNumber End, ArangeNumber Step = int64_t>
 Tensor arange(Start start, End end, Step step = 1, std::optional<DType> dtype = std::nullopt) {
   return detail::arange(detail::arange_scalar(start), detail::arange_scalar(end), detail::arange_scalar(step), dtype);
 }
-///@}
 Tensor scalar_tensor(double value, DType dtype = kFloat32);  ///< 0-d
 Tensor zeros_like(const Tensor& t);                ///< zeros(t.shape(), t.dtype())
 Tensor ones_like(const Tensor& t);                 ///< ones(t.shape(), t.dtype())
