@@ -1,5 +1,6 @@
 // tg_bench — tapegrad's side of the benchmark: LayerNorm, training steps, the toolkit's softmax,
-// cross-entropy, GELU, Dropout and AdamW, sort and topk, the per-op overhead of a tiny graph, plus the references that say what "fast" means on this machine: a memcpy of each
+// cross-entropy, GELU, Dropout and AdamW, sort and topk, attention and its permutes, the per-op
+// overhead of a tiny graph, plus the references that say what "fast" means on this machine: a memcpy of each
 // LayerNorm input (the memory-bound limit of its forward) and STREAM copy and triad.
 //
 //   ./build/bench/tg_bench --threads 2 --filter layer_norm --min-time 1
@@ -272,6 +273,21 @@ bench::Runner topk_forward(bench::ToolkitShape shape) {
   return sorting_forward(shape, [](const tg::Tensor& x) { return x.topk(bench::kTopK, -1); });
 }
 
+// y = x.permute(dims), then y.backward(dy): one strided copy each way.
+bench::Runner permute_forward_backward(const bench::PermuteShape& shape) {
+  struct State {
+    tg::Tensor x, dy;
+  };
+  const tg::Tensor dy = tg::randn(tg::randn(shape.shape).permute(shape.dims).shape());
+  auto s = std::make_shared<State>(State{tg::randn(shape.shape), dy});
+  s->x.requires_grad_();
+  return {[s, dims = shape.dims] {
+            s->x.set_grad({});
+            s->x.permute(dims).backward(s->dy);
+          },
+          [s] { return all_finite(s->x.grad()); }};
+}
+
 // ((a*b)+c).sum().backward() on n-element tensors: four tape nodes, so this is per-op overhead.
 // The gradients of a, b and c accumulate over the iterations, as they would in user code.
 bench::Runner tiny_graph(int64_t n) {
@@ -348,6 +364,7 @@ int main(int argc, char** argv) {
       .attention_causal_forward_backward = attention_causal_forward_backward,
       .sort_forward = sort_forward,
       .topk_forward = topk_forward,
+      .permute_forward_backward = permute_forward_backward,
       .fma_peak = fma_peak,
       .fma_flops_per_thread = [] { return bench::flops_per_fma() * bench::kFmaPerIteration; },
       .banner = [] { return "cpu: " + tg::to_string(tg::cpu_info()); },

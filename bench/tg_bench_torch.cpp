@@ -252,6 +252,21 @@ bench::Runner topk_forward(bench::ToolkitShape shape) {
   return sorting_forward(shape, [](const torch::Tensor& x) { return torch::topk(x, bench::kTopK, -1); });
 }
 
+// y = x.permute(dims).contiguous(), then y.backward(dy): the copy tapegrad's permute makes, and
+// the one its gradient needs.
+bench::Runner permute_forward_backward(const bench::PermuteShape& shape) {
+  struct State {
+    torch::Tensor x, dy;
+  };
+  const torch::Tensor dy = torch::randn(torch::randn(shape.shape).permute(shape.dims).sizes());
+  auto s = std::make_shared<State>(State{torch::randn(shape.shape).requires_grad_(), dy});
+  return {[s, dims = shape.dims] {
+            reset_grads({s->x});
+            s->x.permute(dims).contiguous().backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad()}); }};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -275,6 +290,7 @@ int main(int argc, char** argv) {
       .attention_causal_forward_backward = attention_causal_forward_backward,
       .sort_forward = sort_forward,
       .topk_forward = topk_forward,
+      .permute_forward_backward = permute_forward_backward,
       .fma_peak = {},
       .fma_flops_per_thread = {},
       .banner = {},
