@@ -123,7 +123,7 @@ std::vector<Tensor> matching_values(nn::Module& model, const detail::Safetensors
     check(!found.empty(), "load", "'", path, "' has no tensor for the parameter '", name, "'");
     const Tensor& value = contents.tensors.at(found);
     check(value.shape() == parameter.shape(), "load", "'", path, "': parameter '", name, "' has shape ",
-          value.shape(), " in the file", found == name ? "" : " (as '" + found + "')", " but ", parameter.shape(),
+          value.shape(), " in the file", found == name ? std::string() : detail::concat(" (as '", found, "')"), " but ", parameter.shape(),
           " in the model");
     values.push_back(value.to(parameter.dtype()));
   }

@@ -29,14 +29,14 @@ constexpr const char* kOp = "MultiheadAttention";
 Tensor split_heads(const Tensor& x, int64_t num_heads, bool batch_first) {
   const int64_t E = x.size(2), D = E / num_heads;
   if (batch_first) return x.reshape({x.size(0), x.size(1), num_heads, D}).transpose(1, 2);  // [N, L, H, D] -> [N, H, L, D]
-  return x.reshape({x.size(0), x.size(1), num_heads, D}).transpose(0, 1).transpose(1, 2);  // [L, N, H, D] -> [N, H, L, D]
+  return x.reshape({x.size(0), x.size(1), num_heads, D}).permute({1, 2, 0, 3});            // [L, N, H, D] -> [N, H, L, D]
 }
 
 // o [N, H, L, D] -> [N, L, E] (batch_first) or [L, N, E].
 Tensor merge_heads(const Tensor& o, bool batch_first) {
   const int64_t N = o.size(0), H = o.size(1), L = o.size(2), D = o.size(3);
   if (batch_first) return o.transpose(1, 2).reshape({N, L, H * D});  // [N, L, H, D]
-  return o.transpose(1, 2).transpose(0, 1).reshape({L, N, H * D});   // [L, N, H, D]
+  return o.permute({2, 0, 1, 3}).reshape({L, N, H * D});             // [L, N, H, D]
 }
 
 // A mask as PyTorch's MultiheadAttention takes it, made additive: bool true -> −∞ (masked out),
@@ -148,8 +148,15 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   // --- projections: one matmul for self-attention, two when key is value, else three ---
   Tensor q, k, v;
   if (query.is_same(key) && key.is_same(value)) {
-    std::vector<Tensor> qkv = F::linear(q_in, in_proj_weight, in_proj_bias).chunk(3, -1);  // [.., 3E] -> 3 × [.., E]
-    q = qkv[0], k = qkv[1], v = qkv[2];
+    // [N, L, 3E] -> [N, L, 3, H, D] -> [3, N, H, L, D] (from [L, N, 3E] likewise): one copy
+    // splits the heads of all three, then q, k and v are its three contiguous blocks.
+    const Tensor packed = F::linear(q_in, in_proj_weight, in_proj_bias);
+    const Tensor heads = packed.reshape({packed.size(0), packed.size(1), 3, H, E / H})
+                             .permute(layout_batch_first ? std::vector<int64_t>{2, 0, 3, 1, 4}
+                                                         : std::vector<int64_t>{2, 1, 3, 0, 4});
+    const std::vector<Tensor> qkv = heads.chunk(3, 0);
+    const Shape one = {N, H, L, E / H};
+    q = qkv[0].reshape(one), k = qkv[1].reshape(one), v = qkv[2].reshape(one);
   } else {
     const std::vector<Tensor> w = in_proj_weight.chunk(3, 0);  // W_q, W_k, W_v: [E, E] each
     const std::vector<Tensor> b = in_proj_bias.defined() ? in_proj_bias.chunk(3, 0) : std::vector<Tensor>(3);
@@ -163,10 +170,10 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
       k = F::linear(k_in, w[1], b[1]);
       v = F::linear(v_in, w[2], b[2]);
     }
+    q = split_heads(q, H, layout_batch_first);  // [N, H, L, D]
+    k = split_heads(k, H, layout_batch_first);  // [N, H, S, D]
+    v = split_heads(v, H, layout_batch_first);  // [N, H, S, D]
   }
-  q = split_heads(q, H, layout_batch_first);  // [N, H, L, D]
-  k = split_heads(k, H, layout_batch_first);  // [N, H, S, D]
-  v = split_heads(v, H, layout_batch_first);  // [N, H, S, D]
   const double dropout_p = is_training() ? dropout : 0.0;
 
   // --- attention ---
