@@ -5,11 +5,13 @@
 //
 // This file is compiled with -ffp-contract=off: PyTorch's reference (its scalar CPU build) rounds
 // each multiply and add separately, and an FMA would change the last bit of x·(to − from) + from.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "dispatch.hpp"
 #include "out_of_memory.hpp"
@@ -172,5 +174,115 @@ Tensor randperm(int64_t n, DType dtype, Generator* generator) try {
 }
 
 Tensor randperm(int64_t n, Generator& generator, DType dtype) { return randperm(n, dtype, &generator); }
+
+namespace {
+
+// PyTorch keeps category indices exact in float32: at most 2^24 categories.
+constexpr int64_t kMaxCategories = int64_t{1} << 24;
+
+// weights: [rows, categories]. tg::Error naming the first entry that is negative, infinite or NaN,
+// or the first row whose weights are all zero: such a row is no distribution.
+template <typename T>
+void check_weights(const T* weights, int64_t rows, int64_t categories, const Shape& shape) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const T* w = weights + row * categories;
+    bool positive = false;
+    for (int64_t c = 0; c < categories; ++c) {
+      check(std::isfinite(w[c]) && w[c] >= 0, "multinomial", "expected finite weights >= 0, got ", w[c],
+            " at row ", row, ", category ", c, " of the weights of shape ", shape);
+      positive = positive || w[c] > 0;
+    }
+    check(positive, "multinomial", "row ", row, " of the weights of shape ", shape,
+          " sums to 0 (invalid multinomial distribution): give every row a positive weight");
+  }
+}
+
+// weights: [rows, categories] -> out: [rows, num_samples], num_samples <= categories, without
+// replacement. The exponential trick (Gumbel-max, exponentiated): with Eᵢ ~ Exp(1) independent,
+// argmax_i wᵢ / Eᵢ is category i with probability wᵢ / Σw, and the k largest of wᵢ / Eᵢ in order
+// are k draws without replacement. PyTorch's CPU draws: one E per weight in row-major order,
+// E = −log(1 − u) in double from a 53-bit uniform u, rounded to T; then the ratio in T.
+template <typename T>
+void draw_without_replacement(const T* weights, int64_t rows, int64_t categories, int64_t num_samples,
+                              int64_t* out, LockedGenerator& gen) {
+  Tensor ratio = make_tensor({rows, categories}, dtype_of<T>(), "multinomial");
+  T* r = ratio.mutable_data<T>();
+  const int64_t n = rows * categories;
+  for (int64_t i = 0; i < n; ++i) r[i] = static_cast<T>(-std::log(1.0 - gen.uniform<double>(0.0, 1.0)));
+  for (int64_t i = 0; i < n; ++i) r[i] = weights[i] / r[i];
+  // topk takes ties lower index first; PyTorch's order among equal ratios (the zero weights, once
+  // the positive ones are used up) is unspecified.
+  const Tensor chosen = ratio.topk(num_samples, 1).indices;
+  std::copy_n(chosen.data<int64_t>(), rows * num_samples, out);
+}
+
+// weights: [rows, categories] -> out: [rows, num_samples], with replacement, PyTorch's CPU kernel:
+// the row's cumulative sums in T divided by their total (the last forced to 1), then per sample
+// one 53-bit uniform u and the first category c with cdf[c] >= u (a binary search).
+template <typename T>
+void draw_with_replacement(const T* weights, int64_t rows, int64_t categories, int64_t num_samples, int64_t* out,
+                           LockedGenerator& gen) {
+  std::vector<T> cdf(static_cast<size_t>(categories));
+  for (int64_t row = 0; row < rows; ++row) {
+    const T* w = weights + row * categories;
+    T total = 0;
+    for (int64_t c = 0; c < categories; ++c) cdf[c] = total += w[c];
+    for (int64_t c = 0; c < categories; ++c) cdf[c] /= total;
+    cdf[categories - 1] = 1;
+    for (int64_t s = 0; s < num_samples; ++s) {
+      const double u = gen.uniform<double>(0.0, 1.0);
+      // The first c with cdf[c] >= u (cdf is non-decreasing and cdf[last] = 1 > u), halving
+      // [low, high) at low + (high − low) / 2 as PyTorch does.
+      int64_t low = 0, high = categories;
+      while (low < high) {
+        const int64_t mid = low + (high - low) / 2;
+        if (static_cast<double>(cdf[mid]) < u)
+          low = mid + 1;
+        else
+          high = mid;
+      }
+      out[row * num_samples + s] = low;
+    }
+  }
+}
+
+}  // namespace
+
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator* generator) try {
+  const char* op = "multinomial";
+  check(probs.defined(), op, "undefined input");
+  check(probs.dim() == 1 || probs.dim() == 2, op, "expected 1-D or 2-D weights (prob_dist), got shape ", probs.shape());
+  detail::check_dtype<detail::FloatingDTypes>(op, probs.dtype());
+  check(num_samples > 0, op, "expected num_samples > 0, got ", num_samples);
+  const int64_t categories = probs.size(-1);
+  const int64_t rows = probs.dim() == 2 ? probs.size(0) : 1;
+  check(replacement || num_samples <= categories, op, "cannot draw num_samples = ", num_samples,
+        " without replacement from ", categories, " categories (weights of shape ", probs.shape(),
+        "): pass replacement = true or at most ", categories, " samples");
+  check(categories <= kMaxCategories, op, "at most 2^24 categories, got ", categories);
+  Tensor out = make_tensor(probs.dim() == 2 ? Shape{rows, num_samples} : Shape{num_samples}, kInt64, op);
+  if (rows == 0) return out;
+  detail::dispatch<detail::FloatingDTypes>(op, probs.dtype(), [&]<typename T>() {
+    const T* weights = probs.data<T>();
+    check_weights(weights, rows, categories, probs.shape());
+    LockedGenerator gen(generator);
+    // One sample with replacement is one sample without: PyTorch takes the argmax path for both.
+    if (!replacement || num_samples == 1)
+      draw_without_replacement(weights, rows, categories, num_samples, out.mutable_data<int64_t>(), gen);
+    else
+      draw_with_replacement(weights, rows, categories, num_samples, out.mutable_data<int64_t>(), gen);
+  });
+  return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("multinomial");
+}
+
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator& generator) {
+  return multinomial(probs, num_samples, replacement, &generator);
+}
+
+Tensor Tensor::multinomial(int64_t num_samples, bool replacement, Generator* generator) const {
+  return tg::multinomial(*this, num_samples, replacement, generator);
+}
 
 }  // namespace tg

@@ -223,6 +223,22 @@ class Tensor {
   Tensor argmax() const;
   Tensor argmin() const;
   ///@}
+  /// The elements of every line along dim in order, and where each came from (int64), as
+  /// torch.sort(x, dim, descending, stable=True): equal values keep their order (the lower index
+  /// first, in both directions), NaN sorts above every number and −0 equals +0. float32, float64
+  /// and int64; the values' gradient goes back to the positions they came from.
+  ValuesAndIndices sort(int64_t dim = -1, bool descending = false) const;
+  /// sort(dim, descending).indices alone, as torch.argsort (stable).
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  /// The k largest (largest = false: smallest) elements of every line along dim and their int64
+  /// indices, as torch.topk; dim's size becomes k (0 <= k <= size). The result is always in sorted
+  /// order (sorted = false is accepted and gives the same), and ties are taken lower index first:
+  /// topk(k) is exactly the first k of sort(dim, descending = largest), where PyTorch leaves the
+  /// order of equal values unspecified. NaN counts as the largest value. Values are differentiable.
+  ValuesAndIndices topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  /// tg::multinomial(*this, num_samples, replacement, generator): int64 category indices drawn
+  /// with probabilities proportional to this 1-D or 2-D tensor's rows.
+  Tensor multinomial(int64_t num_samples, bool replacement = false, Generator* generator = nullptr) const;
   /// Pieces along dim: of split_size each (the last may be smaller), or of the given sizes ({2, 3}
   /// is a list of sizes), or `chunks` pieces as torch.chunk. Each piece is a new tensor.
   ///@{
@@ -297,11 +313,32 @@ Tensor operator-(const Tensor& a);  ///< −a elementwise
 Tensor matmul(const Tensor& a, const Tensor& b);  ///< [.., M, K] x [K, N] -> [.., M, N]
 
 // --- softmax family, selection, joining and indexing (see the methods of the same names) ---
-/// What x.max(dim) and x.min(dim) return.
+/// What x.max(dim), x.min(dim), x.sort(dim) and x.topk(k, dim) return.
 struct Tensor::ValuesAndIndices {
-  Tensor values;   ///< the largest (smallest) values along dim
-  Tensor indices;  ///< int64
+  Tensor values;   ///< the selected values along dim: the largest (smallest), or in sorted order
+  Tensor indices;  ///< int64: where along dim each value came from
 };
+/// The Tensor methods of the same names as functions: tg::sort(x, args...) is x.sort(args...);
+/// see Tensor::sort, Tensor::argsort and Tensor::topk for the order, ties and NaN.
+///@{
+Tensor::ValuesAndIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
+Tensor::ValuesAndIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+///@}
+/// num_samples int64 indices of categories drawn from each row of probs (1-D [C] gives
+/// [num_samples], 2-D [N, C] gives [N, num_samples]), category c of a row with probability
+/// proportional to its weight, as torch.multinomial: the weights need not sum to 1 but must be
+/// finite and >= 0 with a positive sum per row (tg::Error otherwise), float32 or float64. Without
+/// replacement (num_samples <= C) a category is drawn at most once per row. PyTorch 1.13's CPU
+/// draws for the same seed: without replacement (or for one sample) argmax/topk of w / E with one
+/// E ~ Exp(1) per weight; with replacement one uniform per sample looked up in the row's
+/// normalised cumulative sums. Draws come from `generator`, or the default one when null. One
+/// difference: when num_samples exceeds a row's number of positive weights (without replacement),
+/// its zero-weight categories come last in index order, where PyTorch's order is unspecified.
+///@{
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false, Generator* generator = nullptr);
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator& generator);
+///@}
 /// The Tensor method of the same name as a function: f(x, args...) is x.f(args...).
 ///@{
 Tensor softmax(const Tensor& x, int64_t dim);
