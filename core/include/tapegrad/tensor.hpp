@@ -194,6 +194,9 @@ class Tensor {
 
  public:
   Tensor matmul(const Tensor& other) const;  ///< tg::matmul(*this, other)
+  Tensor bmm(const Tensor& other) const;     ///< tg::bmm(*this, other)
+  /// tg::baddbmm(*this, batch1, batch2, beta, alpha): β·this + α·(batch1 · batch2).
+  Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, double beta = 1.0, double alpha = 1.0) const;
   Tensor reshape(const Shape& shape) const;  ///< one dim may be -1
   Tensor transpose(int64_t dim0, int64_t dim1) const;  ///< dims dim0 and dim1 swapped
 
@@ -310,7 +313,24 @@ Tensor operator/(double a, const Tensor& b);
 ///@}
 Tensor operator-(const Tensor& a);  ///< −a elementwise
 
-Tensor matmul(const Tensor& a, const Tensor& b);  ///< [.., M, K] x [K, N] -> [.., M, N]
+/// The matrix product with torch.matmul's rules, float32 or float64:
+/// - 1-D · 1-D: the dot product, 0-d;
+/// - 2-D · 2-D: [M, K] · [K, N] → [M, N];
+/// - a 1-D left operand [K] is read as the row [1, K] and a 1-D right operand as the column
+///   [K, 1], that dim then removed from the result ([K] · [K, N] → [N], [M, K] · [K] → [M]);
+/// - more dims: the dims before the last two are batch dims, broadcast against each other
+///   ([2, 1, M, K] · [5, K, N] → [2, 5, M, N]; either operand may have fewer).
+/// Differentiable in both operands; an operand repeated over the batch gets its gradients summed.
+/// tg::Error naming both shapes when the inner sizes differ, the batch dims do not broadcast, an
+/// operand is 0-d, or the dtypes differ or are not floating.
+Tensor matmul(const Tensor& a, const Tensor& b);
+/// Batched product without broadcasting, as torch.bmm: [B, M, K] · [B, K, N] → [B, M, N].
+Tensor bmm(const Tensor& a, const Tensor& b);
+/// β·input + α·(batch1 · batch2), as torch.baddbmm: batch1 [B, M, K], batch2 [B, K, N], input
+/// broadcast to [B, M, N]. With beta = 0 input is not read (NaN or Inf in it do not reach the
+/// result) and its gradient is 0.
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
+               double alpha = 1.0);
 
 // --- softmax family, selection, joining and indexing (see the methods of the same names) ---
 /// What x.max(dim), x.min(dim), x.sort(dim) and x.topk(k, dim) return.

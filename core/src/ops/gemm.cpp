@@ -1,6 +1,7 @@
 // Row-major GEMM: a serial kernel (BLIS's micro-kernel of the configuration chosen from the CPU's
 // features, in our own blocked loops, for large products; our per-level small-product kernel, or
-// Eigen, for the rest) on a few large tiles of C, run in parallel by oneTBB.
+// Eigen, for the rest) on a few large tiles of C, run in parallel by oneTBB. A batch of products
+// is one parallel loop over (matrix, tile) pieces: one dispatch, one parallel_for.
 #include "ops/gemm.hpp"
 
 #include <Eigen/Core>
@@ -66,39 +67,71 @@ void serial_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M
     else run(a, b);
   }
 }
+
+// A batch shorter than this has its large matrices split into tiles as well (gemm's tiling of one
+// product): with a few big matrices, whole-matrix pieces would leave a thread idle for a large
+// share of the time; from this many on, the batch itself balances the threads well enough.
+constexpr int64_t kTiledBelowBatch = 2 * kMaxTiles;
+// Consecutive small matrices are grouped into chunks of about this many multiply-adds (the work
+// below which a product is not split): a chunk handed to another thread must outweigh the hand-off.
+constexpr int64_t kFlopsPerChunk = kParallelFlops;
+
 }  // namespace
 
 template <typename T>
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, bool accumulate) {
-  if (M == 0 || N == 0) return;
+void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
+                  int64_t stride_a, const T* B, int64_t stride_b, T* C, int64_t stride_c, bool accumulate) {
+  if (batch <= 0 || M == 0 || N == 0) return;
   if (K == 0) {
-    if (!accumulate) std::fill(C, C + M * N, T(0));
+    if (!accumulate)
+      for (int64_t i = 0; i < batch; ++i) std::fill(C + i * stride_c, C + i * stride_c + M * N, T(0));
     return;
   }
   const GemmKernel& kernel = gemm_kernel();  // may throw tg::Error (a bad TG_GEMM_KERNEL): before any work
   const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
-  // The tiling is a function of M, N and K only, never of the thread count: each element of C is
-  // computed by one serial call with the whole K, so results are bitwise identical at any thread
-  // count. Rows first (a row tile of C needs only its rows of op(A)); columns when M is too short.
+  // The pieces are a function of batch, M, N and K only, never of the thread count: each element
+  // of C is computed by one serial call with the whole K, so results are bitwise identical at any
+  // thread count. Within a matrix, rows first (a row tile of C needs only its rows of op(A));
+  // columns when M is too short.
   const int64_t work = M * N * K;
-  const int64_t tiles = work < kParallelFlops ? 1 : std::clamp<int64_t>(work / kFlopsPerTile, 1, kMaxTiles);
+  const int64_t tiles = batch >= kTiledBelowBatch || work < kParallelFlops
+                            ? 1
+                            : std::clamp<int64_t>(work / kFlopsPerTile, 1, kMaxTiles);
   const int64_t row_tiles = std::clamp<int64_t>(M / kMinTileSize, 1, tiles);
   const int64_t col_tiles = std::clamp<int64_t>(N / kMinTileSize, 1, ceil_div(tiles, row_tiles));
   const int64_t rows_per_tile = ceil_div(M, row_tiles), cols_per_tile = ceil_div(N, col_tiles);
   const int64_t row_count = ceil_div(M, rows_per_tile), col_count = ceil_div(N, cols_per_tile);
-  parallel_for(row_count * col_count, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t tile = begin; tile < end; ++tile) {
+  const int64_t tiles_per_matrix = row_count * col_count;
+  // Pieces: (matrix, tile) in order; consecutive small matrices run together in one chunk.
+  const int64_t pieces = batch * tiles_per_matrix;
+  const int64_t piece_work = ceil_div(work, tiles_per_matrix);
+  const int64_t grain = std::clamp<int64_t>(kFlopsPerChunk / piece_work, 1, pieces);
+  parallel_for(pieces, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t piece = begin; piece < end; ++piece) {
+      const int64_t i = piece / tiles_per_matrix, tile = piece % tiles_per_matrix;
       const int64_t m0 = tile / col_count * rows_per_tile, n0 = tile % col_count * cols_per_tile;
       const int64_t m1 = std::min(M, m0 + rows_per_tile), n1 = std::min(N, n0 + cols_per_tile);
       // op(A) rows m0..m1: rows of A, or columns of a transposed A; likewise op(B) columns n0..n1.
-      const T* a_tile = trans_a ? A + m0 : A + m0 * lda;
-      const T* b_tile = trans_b ? B + n0 * ldb : B + n0;
-      serial_gemm<T>(kernel, trans_a, trans_b, m1 - m0, n1 - n0, K, a_tile, lda, b_tile, ldb, C + m0 * N + n0, N, accumulate);
+      const T* a_matrix = A + i * stride_a;
+      const T* b_matrix = B + i * stride_b;
+      const T* a_tile = trans_a ? a_matrix + m0 : a_matrix + m0 * lda;
+      const T* b_tile = trans_b ? b_matrix + n0 * ldb : b_matrix + n0;
+      serial_gemm<T>(kernel, trans_a, trans_b, m1 - m0, n1 - n0, K, a_tile, lda, b_tile, ldb,
+                     C + i * stride_c + m0 * N + n0, N, accumulate);
     }
   });
 }
 
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, bool accumulate) {
+  batched_gemm<T>(trans_a, trans_b, 1, M, N, K, A, 0, B, 0, C, 0, accumulate);
+}
+
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, const float*, float*, bool);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, const double*, double*, bool);
+template void batched_gemm<float>(bool, bool, int64_t, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
+                                  int64_t, float*, int64_t, bool);
+template void batched_gemm<double>(bool, bool, int64_t, int64_t, int64_t, int64_t, const double*, int64_t,
+                                   const double*, int64_t, double*, int64_t, bool);
 
 }  // namespace tg::detail

@@ -1,5 +1,5 @@
 // Row-major GEMM: a serial kernel (BLIS for large products, a per-level kernel or Eigen for the rest) on a few large tiles of the
-// result, in parallel with oneTBB.
+// result, in parallel with oneTBB; and the batched form, parallel over the matrices of the batch.
 #pragma once
 
 #include <cstdint>
@@ -12,5 +12,16 @@ namespace tg::detail {
 // The split into tiles depends only on M, N and K, so results do not depend on threads.
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, bool accumulate);
+
+// For i in 0..batch−1: C_i[M, N] (+)= op(A_i)[M, K] · op(B_i)[K, N], with A_i = A + i·stride_a,
+// B_i = B + i·stride_b, C_i = C + i·stride_c, each matrix stored as for gemm. A stride of 0 shares
+// one matrix across the batch (a broadcast operand); stride_c must keep the C_i disjoint
+// (stride_c ≥ M·N). The batch, and each matrix when the batch is too short to keep the threads
+// busy, is split into pieces by the sizes only (batch, M, N, K); each piece is one serial call of
+// the kernel its size selects, with the whole K, so results are bitwise identical at any thread
+// count. gemm is the batch of one.
+template <typename T>
+void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
+                  int64_t stride_a, const T* B, int64_t stride_b, T* C, int64_t stride_c, bool accumulate);
 
 }  // namespace tg::detail
