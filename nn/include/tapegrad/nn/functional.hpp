@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "tapegrad/nn/attention.hpp"
 #include "tapegrad/nn/loss.hpp"
 #include "tapegrad/tensor.hpp"
 

@@ -1,0 +1,179 @@
+// scaled_dot_product_attention: the checks, the mask's broadcast, and one tape node around the
+// fused kernels of attention_kernels.cpp (whose opening comment derives forward and backward).
+//
+// Shapes: query [..., L, E], key [..., S, E], value [..., S, Ev], the leading dims equal and
+// flattened to `batch` heads; the output is [..., L, Ev]. Saved for backward: q, k, v, the output
+// and lse [batch, L] — O(batch·(L + S)·E) memory, no L×S tensor.
+#include "tapegrad/nn/attention.hpp"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attention_kernels.hpp"
+#include "autograd/node.hpp"
+#include "dispatch.hpp"
+#include "out_of_memory.hpp"
+#include "random_draws.hpp"
+#include "tensor_impl.hpp"
+
+namespace tg::nn::functional {
+
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+// The mask as an additive tensor of the query's dtype T, in its own (unbroadcast) shape: a bool
+// mask's false is −∞, true 0; a floating one is itself.
+Tensor additive_mask(const Tensor& mask, DType dtype) {
+  if (mask.dtype() != kBool) return mask;
+  Tensor additive = make_tensor(mask.shape(), dtype, kOp);
+  tg::detail::dispatch_floating(kOp, dtype, [&]<typename T>() {
+    const bool* keep = mask.data<bool>();
+    T* out = additive.mutable_data<T>();
+    for (int64_t n = 0; n < mask.numel(); ++n) out[n] = keep[n] ? T(0) : -std::numeric_limits<T>::infinity();
+  });
+  return additive;
+}
+
+// Where each head's mask starts, and its row and column strides, for a mask broadcast to
+// scores_shape = [..., L, S] (strides 0 along the dims the mask broadcasts).
+struct MaskLayout {
+  std::vector<int64_t> offsets;  // [batch]
+  int64_t row_stride = 0, col_stride = 0;
+};
+
+MaskLayout mask_layout(const Shape& mask_shape, const Shape& scores_shape, int64_t batch) {
+  const size_t rank = scores_shape.size(), lead = rank - mask_shape.size();
+  // The mask's strides aligned to scores_shape's dims, 0 where it broadcasts or is absent.
+  std::vector<int64_t> strides(rank, 0);
+  int64_t stride = 1;
+  for (size_t d = mask_shape.size(); d-- > 0;) {
+    if (mask_shape[d] != 1) strides[lead + d] = stride;
+    stride *= mask_shape[d];
+  }
+  MaskLayout layout;
+  layout.row_stride = strides[rank - 2];
+  layout.col_stride = strides[rank - 1];
+  layout.offsets.assign(static_cast<size_t>(batch), 0);
+  // Head b's index in the leading dims, last dim fastest, as the heads are laid out.
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t rest = b, offset = 0;
+    for (size_t d = rank - 2; d-- > 0;) {
+      offset += (rest % scores_shape[d]) * strides[d];
+      rest /= scores_shape[d];
+    }
+    layout.offsets[static_cast<size_t>(b)] = offset;
+  }
+  return layout;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const ScaledDotProductAttentionOptions& options) try {
+  check(query.defined() && key.defined() && value.defined(), kOp, "undefined query, key or value");
+  const Shape &qs = query.shape(), &ks = key.shape(), &vs = value.shape();
+  check(qs.size() >= 2 && ks.size() == qs.size() && vs.size() == qs.size(), kOp,
+        "expected query [..., L, E], key [..., S, E] and value [..., S, Ev] of one rank >= 2, got query ", qs,
+        ", key ", ks, ", value ", vs);
+  const size_t rank = qs.size();
+  check(Shape(qs.begin(), qs.end() - 2) == Shape(ks.begin(), ks.end() - 2) &&
+            Shape(qs.begin(), qs.end() - 2) == Shape(vs.begin(), vs.end() - 2),
+        kOp, "expected equal leading dims of query [..., L, E], key [..., S, E] and value [..., S, Ev], got query ",
+        qs, ", key ", ks, ", value ", vs);
+  check(ks[rank - 1] == qs[rank - 1], kOp, "expected key [..., S, E] with query's E = ", qs[rank - 1],
+        ", got query ", qs, ", key ", ks);
+  check(vs[rank - 2] == ks[rank - 2], kOp, "expected value [..., S, Ev] with key's S = ", ks[rank - 2],
+        ", got key ", ks, ", value ", vs);
+  tg::detail::check_dtype<tg::detail::FloatingDTypes>(kOp, query.dtype());
+  check(key.dtype() == query.dtype() && value.dtype() == query.dtype(), kOp, "dtypes differ: query ",
+        query.dtype(), ", key ", key.dtype(), ", value ", value.dtype());
+  check(options.dropout_p >= 0.0 && options.dropout_p <= 1.0, kOp,
+        "dropout probability has to be between 0 and 1, but got ", options.dropout_p);
+  const int64_t L = qs[rank - 2], E = qs[rank - 1], S = ks[rank - 2], Ev = vs[rank - 1];
+  int64_t batch = 1;
+  for (size_t d = 0; d + 2 < rank; ++d) batch *= qs[d];
+  Shape scores_shape(qs.begin(), qs.end() - 1);
+  scores_shape.push_back(S);  // [..., L, S]
+
+  const Tensor& mask = options.attn_mask;
+  Tensor additive;
+  MaskLayout layout;
+  if (mask.defined()) {
+    check(!options.is_causal, kOp, "is_causal together with an attn_mask (of shape ", mask.shape(),
+          ") is not allowed: pass one of them, as PyTorch");
+    check(mask.dtype() == kBool || mask.dtype() == query.dtype(), kOp,
+          "expected an attn_mask of dtype bool or the query's dtype ", query.dtype(), ", got ", mask.dtype());
+    check(!mask.requires_grad(), kOp, "an attn_mask that requires grad is not supported (its gradient is not "
+                                      "computed): pass attn_mask.detach()");
+    bool broadcasts = mask.shape().size() <= rank;
+    for (size_t d = 0; broadcasts && d < mask.shape().size(); ++d) {
+      const int64_t size = mask.shape()[d], target = scores_shape[rank - mask.shape().size() + d];
+      broadcasts = size == target || size == 1;
+    }
+    check(broadcasts, kOp, "expected an attn_mask broadcastable to [..., L, S] = ", scores_shape, ", got ",
+          mask.shape(), " (query ", qs, ", key ", ks, ")");
+    additive = additive_mask(mask, query.dtype());
+    layout = mask_layout(additive.shape(), scores_shape, batch);
+  }
+  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(E));
+  uint64_t seed = 0;
+  if (options.dropout_p > 0.0) {
+    tg::detail::LockedGenerator draws(options.generator);
+    seed = draws.random64();
+  }
+
+  Shape out_shape(qs.begin(), qs.end() - 1);
+  out_shape.push_back(Ev);
+  Tensor out = make_tensor(out_shape, query.dtype(), kOp);
+  Tensor lse = make_tensor({batch, L}, query.dtype(), kOp);
+  // The problem in T's pointers; the mask and its offsets outlive every kernel call (captured
+  // by the backward closure).
+  auto problem_of = [=, offsets = std::make_shared<std::vector<int64_t>>(layout.offsets)]<typename T>(
+                        const Tensor& q, const Tensor& k, const Tensor& v) {
+    tg::detail::AttentionProblem<T> p;
+    p.batch = batch, p.L = L, p.S = S, p.E = E, p.Ev = Ev;
+    p.q = q.data<T>(), p.k = k.data<T>(), p.v = v.data<T>();
+    if (additive.defined()) {
+      p.mask = additive.data<T>();
+      p.mask_offsets = offsets->data();
+      p.mask_row_stride = layout.row_stride, p.mask_col_stride = layout.col_stride;
+    }
+    p.causal = options.is_causal;
+    p.scale = scale;
+    p.dropout_p = options.dropout_p;
+    p.dropout_seed = seed;
+    return p;
+  };
+  tg::detail::dispatch_floating(kOp, query.dtype(), [&]<typename T>() {
+    tg::detail::attention_kernels_for_cpu().of<T>().forward(problem_of.template operator()<T>(query, key, value),
+                                                            out.mutable_data<T>(), lse.mutable_data<T>());
+  });
+
+  if (autograd::needs_grad(query, key, value))
+    autograd::record(
+        out, "ScaledDotProductAttentionBackward", {query, key, value},
+        [saved_q = autograd::SavedTensor(query), saved_k = autograd::SavedTensor(key),
+         saved_v = autograd::SavedTensor(value), saved_out = autograd::SavedTensor(out), lse,
+         problem_of](const Tensor& grad_out, autograd::GradInputs& grads) {
+          const Tensor &q = grads.unpack(saved_q), &k = grads.unpack(saved_k), &v = grads.unpack(saved_v);
+          const Tensor& o = grads.unpack(saved_out);
+          Tensor dq = make_tensor(q.shape(), q.dtype(), "ScaledDotProductAttentionBackward");
+          Tensor dk = make_tensor(k.shape(), k.dtype(), "ScaledDotProductAttentionBackward");
+          Tensor dv = make_tensor(v.shape(), v.dtype(), "ScaledDotProductAttentionBackward");
+          tg::detail::dispatch_floating("ScaledDotProductAttentionBackward", q.dtype(), [&]<typename T>() {
+            tg::detail::attention_kernels_for_cpu().of<T>().backward(
+                problem_of.template operator()<T>(q, k, v), o.data<T>(), lse.data<T>(), grad_out.data<T>(),
+                dq.mutable_data<T>(), dk.mutable_data<T>(), dv.mutable_data<T>());
+          });
+          if (grads.needed(0)) grads.set(0, dq);
+          if (grads.needed(1)) grads.set(1, dk);
+          if (grads.needed(2)) grads.set(2, dv);
+        });
+  return out;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as(kOp);
+}
+
+}  // namespace tg::nn::functional
