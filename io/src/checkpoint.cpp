@@ -70,21 +70,62 @@ void check_names(const detail::NamedTensors& tensors, const char* op) {
   throw Error(detail::concat(op, ": out of memory while working on '", path, "'"));
 }
 
+// Tied parameters (nn::Parameter::tie): a tensor held by several slots is stored once, under its
+// first name in named_parameters() order, and each other name is written into the header's
+// __metadata__ as "<alias>": "<stored name>" — the convention of safetensors.torch.save_model, so
+// that Python's safetensors.torch.load_model restores the tie too. Returns those pairs.
+detail::Metadata tied_aliases(nn::Module& model) {
+  const detail::NamedTensors stored = model.named_parameters();
+  detail::Metadata aliases;
+  for (const auto& [name, tensor] : model.named_parameters(/*remove_duplicate=*/false))
+    for (const auto& [stored_name, stored_tensor] : stored)
+      if (stored_tensor.is_same(tensor)) {
+        if (stored_name != name) aliases[name] = stored_name;
+        break;
+      }
+  return aliases;
+}
+
 // The model's parameters as stored in the file, converted to each parameter's dtype; validated
-// completely (missing, unexpected and wrong-shape tensors) before anything is changed.
+// completely (missing, unexpected and wrong-shape tensors) before anything is changed. A tensor
+// the model ties under several names loads from whichever name the file holds, directly or through
+// an alias in __metadata__ (see tied_aliases); so does an untied slot whose name is such an alias.
 std::vector<Tensor> matching_values(nn::Module& model, const detail::SafetensorsContents& contents,
                                     const std::string& path) {
   const detail::NamedTensors named = model.named_parameters();
-  check_names(named, "load");
+  const detail::NamedTensors slots = model.named_parameters(/*remove_duplicate=*/false);
+  check_names(slots, "load");
   std::set<std::string> known;
   std::vector<Tensor> values;
   for (const auto& [name, parameter] : named) {
-    auto it = contents.tensors.find(name);
-    check(it != contents.tensors.end(), "load", "'", path, "' has no tensor for the parameter '", name, "'");
-    check(it->second.shape() == parameter.shape(), "load", "'", path, "': parameter '", name, "' has shape ",
-          it->second.shape(), " in the file but ", parameter.shape(), " in the model");
-    values.push_back(it->second.to(parameter.dtype()));
-    known.insert(name);
+    // Every name of this tensor, the first one first.
+    std::vector<std::string> names;
+    for (const auto& [slot_name, slot] : slots)
+      if (slot.is_same(parameter)) names.push_back(slot_name);
+    std::string found;  // the file's tensor that holds the values
+    for (const std::string& candidate : names)
+      if (contents.tensors.count(candidate) > 0) {
+        check(found.empty() || contents.tensors.at(found).shape() != contents.tensors.at(candidate).shape() ||
+                  contents.tensors.at(found).to(kFloat64).to_vector<double>() ==
+                      contents.tensors.at(candidate).to(kFloat64).to_vector<double>(),
+              "load", "'", path, "' holds different values for '", found, "' and '", candidate,
+              "', which the model ties into one tensor");
+        if (found.empty()) found = candidate;
+        known.insert(candidate);
+      }
+    for (size_t i = 0; i < names.size() && found.empty(); ++i) {
+      auto alias = contents.metadata.find(names[i]);
+      if (alias != contents.metadata.end() && contents.tensors.count(alias->second) > 0) {
+        found = alias->second;
+        known.insert(found);
+      }
+    }
+    check(!found.empty(), "load", "'", path, "' has no tensor for the parameter '", name, "'");
+    const Tensor& value = contents.tensors.at(found);
+    check(value.shape() == parameter.shape(), "load", "'", path, "': parameter '", name, "' has shape ",
+          value.shape(), " in the file", found == name ? "" : " (as '" + found + "')", " but ", parameter.shape(),
+          " in the model");
+    values.push_back(value.to(parameter.dtype()));
   }
   // As PyTorch's strict load_state_dict: a tensor the model has no place for is an error.
   for (const auto& [name, tensor] : contents.tensors)
@@ -112,7 +153,8 @@ void check_naming_file(const std::string& path, Check check_state) {
 void save_checkpoint(nn::Module& model, const optim::Optimizer* optimizer, const optim::LRScheduler* scheduler,
                      const std::string& path, const CheckpointOptions& options) try {
   detail::NamedTensors tensors = model.named_parameters();
-  detail::Metadata metadata = {{kVersionKey, std::to_string(kCheckpointFormatVersion)}};
+  detail::Metadata metadata = tied_aliases(model);
+  metadata[kVersionKey] = std::to_string(kCheckpointFormatVersion);
   if (optimizer) detail::encode_optimizer_state(model, *optimizer, tensors, metadata);
   if (scheduler) detail::encode_scheduler_state(*scheduler, metadata);
   detail::encode_generator_states(options.generators, tensors);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <new>
+#include <unordered_set>
 #include <utility>
 
 #include "autograd/node.hpp"
@@ -33,11 +34,26 @@ Parameter& Parameter::operator=(const Tensor& values) {
   return *this;
 }
 
+void Parameter::tie(const Parameter& other) {
+  const char* what = "Parameter.tie";
+  const std::string mine = label_.empty() ? "the parameter" : "'" + label_ + "'";
+  const std::string theirs = other.label_.empty() ? "the parameter" : "'" + other.label_ + "'";
+  check(defined() && other.defined(), what, "cannot tie ", mine, " (", defined() ? "present" : "absent", ") to ",
+        theirs, " (", other.defined() ? "present" : "absent", "): both must be present");
+  check(shape() == other.shape() && dtype() == other.dtype(), what, "cannot tie ", mine, " (", dtype(), " ", shape(),
+        ") to ", theirs, " (", other.dtype(), " ", other.shape(), "): shapes and dtypes must agree");
+  // Rebinding the handle (Tensor's assignment, not Parameter's value copy) makes both slots one tensor.
+  Tensor::operator=(static_cast<const Tensor&>(other));
+}
+
 // --- Members: one visitor behind every walk ----------------------------------------------------------
 
 struct Members::Visitor {
   std::function<void(const std::string& dotted_name, Parameter&)> on_parameter = nullptr;
   std::function<void(Module&)> on_module = nullptr;
+  // Pre-order with the module's dotted path ("" for the root), and post-order (after its members).
+  std::function<void(const std::string& path, Module&)> on_named_module = nullptr;
+  std::function<void(Module&)> after_module = nullptr;
   bool include_absent = false;  // also visit absent (undefined) parameters
 };
 
@@ -146,22 +162,70 @@ bool Module::contains(const Module& module) {
 
 void Module::walk(Members::Visitor& visitor, const std::string& prefix) {
   if (visitor.on_module) visitor.on_module(*this);
+  // prefix is "a.b." below the root: the module's own path drops the trailing dot.
+  if (visitor.on_named_module) visitor.on_named_module(prefix.empty() ? prefix : prefix.substr(0, prefix.size() - 1), *this);
   Members declared(visitor, prefix);
   members(declared);
+  if (visitor.after_module) visitor.after_module(*this);
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters() {
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  check(static_cast<bool>(fn), "Module.apply", "empty function");
+  // Post-order, as torch's `for child in children(): child.apply(fn)` followed by `fn(self)`. The
+  // modules are gathered first, so `fn` may change the tree's parameters without disturbing the walk.
+  std::vector<Module*> order;
+  Members::Visitor visitor{.after_module = [&](Module& module) { order.push_back(&module); }};
+  walk(visitor, "");
+  for (Module* module : order) fn(*module);
+  return *this;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> named;
+  std::unordered_set<const Module*> seen;
+  Members::Visitor visitor{.on_named_module = [&](const std::string& path, Module& module) {
+    if (seen.insert(&module).second) named.emplace_back(path, &module);
+  }};
+  walk(visitor, "");
+  return named;
+}
+
+std::vector<Module*> Module::modules() {
+  std::vector<Module*> all;
+  for (const auto& [name, module] : named_modules()) all.push_back(module);
+  return all;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool remove_duplicate) {
   std::vector<std::pair<std::string, Tensor>> named;
-  Members::Visitor visitor{.on_parameter = [&](const std::string& name, Parameter& p) { named.emplace_back(name, p); }};
+  std::unordered_set<const void*> seen;  // the tensors listed so far, by identity (tied slots share one)
+  Members::Visitor visitor{.on_parameter = [&](const std::string& name, Parameter& p) {
+    if (!remove_duplicate || seen.insert(tg::detail::impl_of(p)).second) named.emplace_back(name, p);
+  }};
   walk(visitor, "");
   return named;
 }
 
 std::vector<Tensor> Module::parameters() {
   std::vector<Tensor> handles;
-  Members::Visitor visitor{.on_parameter = [&](const std::string&, Parameter& p) { handles.push_back(p); }};
-  walk(visitor, "");
+  for (auto& [name, p] : named_parameters()) handles.push_back(std::move(p));
   return handles;
+}
+
+void detail::give_own_parameters(Module& module) {
+  NoGradGuard no_grad;  // copies of leaves, not operations to differentiate
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (shared tensor, its fresh copy): tied slots stay tied
+  Members::Visitor visitor{.on_parameter = [&](const std::string&, Parameter& p) {
+    Tensor fresh;
+    for (const auto& [shared, copy] : copies)
+      if (shared.is_same(p)) fresh = copy;
+    if (!fresh.defined()) {
+      fresh = p.detach().clone().requires_grad_();
+      copies.emplace_back(p, fresh);
+    }
+    static_cast<Tensor&>(p) = fresh;  // rebinds the slot, unlike Parameter's value assignment
+  }};
+  module.walk(visitor, "");
 }
 
 void Module::zero_grad() {
@@ -245,7 +309,7 @@ std::vector<std::string> StateDict::keys() const {
 
 StateDict Module::state_dict() try {
   StateDict result;
-  for (const auto& [name, param] : named_parameters()) result.insert(name, param.detach());
+  for (const auto& [name, param] : named_parameters(/*remove_duplicate=*/false)) result.insert(name, param.detach());
   return result;
 } catch (...) {
   tg::detail::rethrow_out_of_memory_as("state_dict");

@@ -30,6 +30,13 @@
 /// in the header's __metadata__ under "tapegrad.*" (io/src/optimizer_state.hpp has the layout).
 /// Files of format version 1 (SGD with one group) still load.
 ///
+/// Tied parameters (nn::Parameter::tie) are stored once, under their first name in
+/// named_parameters() order; every other name of the tensor is a `__metadata__` entry
+/// `"<alias>": "<stored name>"` ("lm_head.weight": "wte.weight"), the convention of Python's
+/// `safetensors.torch.save_model`, so `safetensors.torch.load_model` restores the tie too. A load
+/// takes a tied tensor's values from whichever of its names the file holds, directly or as such an
+/// alias; a file holding two different tensors for the names of one tied tensor is refused.
+///
 /// Random generators are saved only when listed in the options, and restored into the generators
 /// the load lists (as many as were saved, in the same order), so that a resumed run draws the same
 /// dropout masks and shuffles as one that never stopped:

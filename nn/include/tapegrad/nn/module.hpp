@@ -65,6 +65,22 @@ class Parameter : public Tensor {
 
   const std::string& label() const { return label_; }  ///< the slot's name in errors ("Linear.weight")
 
+  /// Weight tying: from now on this slot holds `other`'s tensor itself (one handle identity, so one
+  /// storage, one grad, one set of hooks), as `head.weight = wte.weight` does in PyTorch:
+  ///
+  /// @code
+  ///   tg::nn::Embedding wte(vocab, dim);
+  ///   tg::nn::Linear lm_head(dim, vocab, {.bias = false});
+  ///   lm_head.weight.tie(wte.weight);  // both [vocab, dim]; gradients of both uses add up
+  /// @endcode
+  ///
+  /// A module holding both lists the tensor once in parameters() and named_parameters() (under its
+  /// first name, as PyTorch's remove_duplicate), so an optimizer built afterwards steps it once;
+  /// state_dict() has both names; a checkpoint stores it once (checkpoint.hpp). Tie before building
+  /// the optimizer: a handle taken before tie() still refers to the slot's old tensor. Both
+  /// parameters must be present and of the same shape and dtype, else tg::Error.
+  void tie(const Parameter& other);
+
  private:
   std::string label_;
 };
@@ -136,6 +152,10 @@ struct IncompatibleKeys {
 
 namespace detail {
 struct ModuleHooks;  // module.cpp
+/// Python's `copy.deepcopy` of a module's parameters: each slot of `module` (a copy, which shares
+/// the original's tensors) gets a fresh leaf holding the same values; slots tied to each other
+/// stay tied to each other. Used by containers that clone a prototype (TransformerEncoder).
+void give_own_parameters(Module& module);
 }
 
 /// A hook run before forward: returns a replacement input, or an undefined Tensor to keep it.
@@ -167,16 +187,34 @@ class Module {
   HookHandle register_forward_hook(ForwardHook hook);
   ///@}
 
+  /// torch.nn.Module.apply: calls `fn` on every descendant, each child's subtree before the child
+  /// itself, then on this module (post-order); returns this module. For initialisation:
+  ///
+  /// @code
+  ///   model.apply([](tg::nn::Module& m) {
+  ///     if (auto* lin = dynamic_cast<tg::nn::Linear*>(&m)) tg::nn::init::normal_(lin->weight, 0.0, 0.02);
+  ///   });
+  /// @endcode
+  Module& apply(const std::function<void(Module&)>& fn);
+  /// torch.nn.Module.named_modules: this module (named "") then every descendant in pre-order by
+  /// its dotted path ("layers.0.self_attn"); a module reachable twice is listed once, first path.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  /// The modules of named_modules(), without the names.
+  std::vector<Module*> modules();
+
   /// Declares this module's parameters and children, in order: m.parameter("weight", weight);
   /// m.module("lin", lin). Absent (undefined) parameters are skipped by every walk.
   virtual void members(Members& m);
 
-  std::vector<Tensor> parameters();  ///< handles sharing the parameters' storage and grad
-  std::vector<std::pair<std::string, Tensor>> named_parameters();  ///< "0.weight", "ln.bias", ...
+  /// Handles sharing the parameters' storage and grad; a tied tensor (Parameter::tie) once.
+  std::vector<Tensor> parameters();
+  /// "0.weight", "ln.bias", ...: with `remove_duplicate` (PyTorch's default) a tensor held by
+  /// several slots (Parameter::tie) is listed once, under its first name; without it, every slot.
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool remove_duplicate = true);
   void zero_grad();  ///< every parameter's grad becomes undefined (PyTorch 2's set_to_none)
 
-  /// PyTorch's `module.state_dict()`: every parameter by its dotted name, in named_parameters()
-  /// order, as a detached tensor sharing the parameter's storage (so it changes as training does:
+  /// PyTorch's `module.state_dict()`: every parameter slot by its dotted name, in
+  /// named_parameters(false) order (so a tied tensor appears under each of its names), as a detached tensor sharing the parameter's storage (so it changes as training does:
   /// clone the tensors to keep a snapshot).
   StateDict state_dict();
   /// PyTorch's `module.load_state_dict(state_dict, strict)`: copies each tensor into the parameter
@@ -205,6 +243,7 @@ class Module {
 
  private:
   friend class Members;
+  friend void detail::give_own_parameters(Module& module);
   // Visits this module, then its members depth-first; `prefix` is this module's dotted path.
   void walk(Members::Visitor& visitor, const std::string& prefix);
   bool training_ = true;
