@@ -67,6 +67,16 @@ struct ToolkitShape {
 // measures the per-call cost.
 inline const std::vector<ToolkitShape> kToolkitShapes = {{8192, 128}, {4, 8}};
 
+struct PermuteShape {
+  std::vector<int64_t> shape;  // the input's
+  std::vector<int64_t> dims;   // y = x.permute(dims), a contiguous result
+};
+// Attention's layout changes, float32 forward+backward: the heads' output [B, H, T, D] back to
+// [B, T, H, D] (here from [B, T, H, D], the same copy), and the packed q/k/v [B, T, 3, H, D] to
+// [3, B, H, T, D]; B 12, T 64, H 4, D 32 (the character GPT's batch).
+inline const std::vector<PermuteShape> kPermuteShapes = {{{12, 64, 4, 32}, {0, 2, 1, 3}},
+                                                         {{12, 64, 3, 4, 32}, {2, 0, 3, 1, 4}}};
+
 // The register-only FMA loop of the peak reference: this many FMA instructions per thread and
 // iteration (kFmaChains independent accumulators, so that latency never stalls the FMA units).
 inline constexpr int64_t kFmaChains = 16;
@@ -103,6 +113,7 @@ struct Backend {
   std::function<Runner(ToolkitShape)> gelu_forward_backward;          // y = gelu(x); y.backward(dy)
   std::function<Runner(ToolkitShape)> dropout_forward;                // dropout(x, 0.1, training), no grad
   std::function<Runner(ToolkitShape)> adamw_step;                     // AdamW(lr 1e-3, wd 1e-2).step()
+  std::function<Runner(PermuteShape)> permute_forward_backward;       // y = x.permute(dims), contiguous; y.backward(dy)
   // kFmaPerIteration FMAs on every thread: the core's float32 peak. Its case name carries the
   // FLOPs per thread and iteration (2 × lanes × FMAs), for run.py.
   std::function<Runner(int64_t)> fma_peak;
@@ -177,7 +188,7 @@ inline bool parse(int argc, char** argv, Options& options, bool& help) {
   return true;
 }
 
-inline std::string dims(std::initializer_list<int64_t> sizes) {
+inline std::string dims(const std::vector<int64_t>& sizes) {
   std::string out;
   for (int64_t size : sizes) {
     if (!out.empty()) out += 'x';
@@ -226,6 +237,7 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
     add(backend.dropout_forward, "dropout_fwd", shape, s);
     add(backend.adamw_step, "adamw_step", shape, s);
   }
+  for (const PermuteShape& s : kPermuteShapes) add(backend.permute_forward_backward, "permute_fwd_bwd", dims(s.shape), s);
   add(backend.tiny_graph, "tiny_graph", dims({kTinyGraphElements}), kTinyGraphElements);
   add(backend.stream_copy, "stream_copy", dims({kStreamElements}), kStreamElements);
   add(backend.stream_triad, "stream_triad", dims({kStreamElements}), kStreamElements);

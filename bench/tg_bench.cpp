@@ -1,5 +1,5 @@
 // tg_bench — tapegrad's side of the benchmark: LayerNorm, training steps, the toolkit's softmax,
-// cross-entropy, GELU, Dropout and AdamW, the per-op overhead of a tiny graph, plus the references that say what "fast" means on this machine: a memcpy of each
+// cross-entropy, GELU, Dropout and AdamW, attention's permutes, the per-op overhead of a tiny graph, plus the references that say what "fast" means on this machine: a memcpy of each
 // LayerNorm input (the memory-bound limit of its forward) and STREAM copy and triad.
 //
 //   ./build/bench/tg_bench --threads 2 --filter layer_norm --min-time 1
@@ -213,6 +213,21 @@ bench::Runner adamw_step(bench::ToolkitShape shape) {
   return {[s] { s->optimizer.step(); }, [s] { return all_finite(s->param); }};
 }
 
+// y = x.permute(dims), then y.backward(dy): one strided copy each way.
+bench::Runner permute_forward_backward(const bench::PermuteShape& shape) {
+  struct State {
+    tg::Tensor x, dy;
+  };
+  const tg::Tensor dy = tg::randn(tg::randn(shape.shape).permute(shape.dims).shape());
+  auto s = std::make_shared<State>(State{tg::randn(shape.shape), dy});
+  s->x.requires_grad_();
+  return {[s, dims = shape.dims] {
+            s->x.set_grad({});
+            s->x.permute(dims).backward(s->dy);
+          },
+          [s] { return all_finite(s->x.grad()); }};
+}
+
 // ((a*b)+c).sum().backward() on n-element tensors: four tape nodes, so this is per-op overhead.
 // The gradients of a, b and c accumulate over the iterations, as they would in user code.
 bench::Runner tiny_graph(int64_t n) {
@@ -285,6 +300,7 @@ int main(int argc, char** argv) {
       .gelu_forward_backward = gelu_forward_backward,
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
+      .permute_forward_backward = permute_forward_backward,
       .fma_peak = fma_peak,
       .fma_flops_per_thread = [] { return bench::flops_per_fma() * bench::kFmaPerIteration; },
       .banner = [] { return "cpu: " + tg::to_string(tg::cpu_info()); },

@@ -167,6 +167,21 @@ bench::Runner adamw_step(bench::ToolkitShape shape) {
   return {[s] { s->optimizer.step(); }, [s] { return all_finite({s->param}); }};
 }
 
+// y = x.permute(dims).contiguous(), then y.backward(dy): the copy tapegrad's permute makes, and
+// the one its gradient needs.
+bench::Runner permute_forward_backward(const bench::PermuteShape& shape) {
+  struct State {
+    torch::Tensor x, dy;
+  };
+  const torch::Tensor dy = torch::randn(torch::randn(shape.shape).permute(shape.dims).sizes());
+  auto s = std::make_shared<State>(State{torch::randn(shape.shape).requires_grad_(), dy});
+  return {[s, dims = shape.dims] {
+            reset_grads({s->x});
+            s->x.permute(dims).contiguous().backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad()}); }};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -186,6 +201,7 @@ int main(int argc, char** argv) {
       .gelu_forward_backward = gelu_forward_backward,
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
+      .permute_forward_backward = permute_forward_backward,
       .fma_peak = {},
       .fma_flops_per_thread = {},
       .banner = {},

@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -263,6 +264,79 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
   return out;
 } catch (...) {
   detail::rethrow_out_of_memory_as("tensor");
+}
+
+template <TensorData T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape, DType dtype) try {
+  const Shape resolved = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape;
+  Tensor out = make_tensor(resolved, dtype, "tensor");
+  check(out.numel() == static_cast<int64_t>(values.size()), "tensor", values.size(),
+        " values do not fill shape ", resolved, " (", out.numel(), " elements)");
+  detail::dispatch_all("tensor", dtype, [&]<typename To>() {
+    To* result = out.mutable_data<To>();
+    if constexpr (std::is_same_v<T, bool>) {
+      // std::vector<bool> packs its bits and has no data(): one element at a time.
+      for (size_t i = 0; i < values.size(); ++i) result[i] = detail::convert_value<To>(static_cast<bool>(values[i]));
+    } else {
+      detail::convert_values(values.data(), result, out.numel(), "tensor");
+    }
+  });
+  return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("tensor");
+}
+template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&, DType);
+template Tensor tensor<float>(const std::vector<float>&, const Shape&, DType);
+template Tensor tensor<bool>(const std::vector<bool>&, const Shape&, DType);
+
+// torch.arange's rules (RangeFactories.cpp): the arguments are read in the result's accumulation
+// type (int64 for int64, double for the floats), the size is ceil((end − start) / step) in double
+// for the floats and the exact integer formula for int64, and element i is start + i·step in that
+// type, rounded once to the dtype.
+Tensor detail::arange(ArangeScalar start, ArangeScalar end, ArangeScalar step, std::optional<DType> dtype) try {
+  const DType out_dtype = dtype.value_or(start.integral && end.integral && step.integral ? kInt64 : kFloat32);
+  check(out_dtype != kBool, "arange", "not implemented for bool tensors (int64, float32 or float64)");
+  check(step.floating != 0.0, "arange", "step must be nonzero");
+  check(std::isfinite(start.floating) && std::isfinite(end.floating) && std::isfinite(step.floating), "arange",
+        "unsupported range: ", start.floating, " -> ", end.floating, " with step ", step.floating);
+  const auto wrong_sign = [&] {
+    return concat("upper bound and lower bound inconsistent with step sign: ", start.floating, " -> ", end.floating,
+                  " with step ", step.floating);
+  };
+  if (out_dtype == kInt64) {
+    // Floating-point arguments truncate toward zero first, as PyTorch reads them.
+    const auto to_int = [](const ArangeScalar& s) {
+      check(s.integral || (s.floating >= -0x1p63 && s.floating < 0x1p63), "arange", "bound ", s.floating,
+            " is outside int64's range");
+      return s.integral ? s.integer : static_cast<int64_t>(s.floating);
+    };
+    const int64_t first = to_int(start), last = to_int(end), stride = to_int(step);
+    check(stride != 0, "arange", "step must be nonzero (", step.floating, " truncated to int64)");
+    check(stride > 0 ? last >= first : last <= first, "arange", wrong_sign());
+    // ceil((last − first) / stride) = (last − first + stride − sign) / stride, in 128 bits.
+    const __int128 count = (static_cast<__int128>(last) - first + stride - (stride > 0 ? 1 : -1)) / stride;
+    check(count <= INT64_MAX, "arange", "invalid size, possible overflow: ", first, " -> ", last, " with step ", stride);
+    Tensor out = make_tensor({static_cast<int64_t>(count)}, kInt64, "arange");
+    int64_t* values = out.mutable_data<int64_t>();
+    // In uint64, whose wrap-around gives the exact value: each one lies between first and last,
+    // though i·stride alone may not fit in int64.
+    for (int64_t i = 0; i < out.numel(); ++i)
+      values[i] = static_cast<int64_t>(static_cast<uint64_t>(first) + static_cast<uint64_t>(i) * static_cast<uint64_t>(stride));
+    return out;
+  }
+  check(step.floating > 0 ? end.floating >= start.floating : end.floating <= start.floating, "arange", wrong_sign());
+  const double count = std::ceil((end.floating - start.floating) / step.floating);
+  check(count >= 0 && count <= 0x1p62, "arange", "invalid size, possible overflow: ", start.floating, " -> ",
+        end.floating, " with step ", step.floating);
+  Tensor out = make_tensor({static_cast<int64_t>(count)}, out_dtype, "arange");
+  dispatch_floating("arange", out_dtype, [&]<typename T>() {
+    T* values = out.mutable_data<T>();
+    for (int64_t i = 0; i < out.numel(); ++i)
+      values[i] = static_cast<T>(start.floating + static_cast<double>(i) * step.floating);
+  });
+  return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("arange");
 }
 
 // --- conversions ----------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 /// operations are recorded on a tape and differentiated in reverse.
 ///
 /// A Tensor is a cheap handle: copies share the same storage and the same autograd state, exactly
-/// like torch::Tensor. Results of operations are always contiguous; `reshape` shares storage with
-/// its input, every other operation returns new storage.
+/// like torch::Tensor. Tensors are always contiguous: `reshape`, `view`, `unsqueeze`, `squeeze`,
+/// `unflatten`, `flatten` and `detach` share storage with their input, every other operation
+/// returns new storage.
 ///
 /// @code
 ///   tg::manual_seed(0);
@@ -23,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tapegrad/autograd.hpp"
@@ -200,6 +202,49 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;  ///< one dim may be -1
   Tensor transpose(int64_t dim0, int64_t dim1) const;  ///< dims dim0 and dim1 swapped
 
+  // --- views, slicing and triangles (PyTorch's names and arguments; negative dims count from the
+  // end). Tensors are always contiguous: view, unsqueeze, squeeze, unflatten and flatten (like
+  // reshape) share storage with their input, so a write through one is seen by the other and an
+  // in-place write through either invalidates a tensor saved for backward from the other; permute,
+  // expand, narrow, select, slice and t copy in one parallel pass (PyTorch returns strided views) ---
+  /// The same elements under `shape` (one dim may be -1), sharing storage: x.view({B, T, H, D}).
+  Tensor view(const Shape& shape) const;
+  /// A dim of size 1 inserted at `dim`, in [-dim() - 1, dim()]; shares storage.
+  Tensor unsqueeze(int64_t dim) const;
+  /// Every dim of size 1 removed; shares storage.
+  Tensor squeeze() const;
+  /// Dim `dim` removed if its size is 1 (otherwise the same shape, as PyTorch); shares storage.
+  Tensor squeeze(int64_t dim) const;
+  /// Dim `dim` split into `sizes` (one may be -1; their product is size(dim)); shares storage:
+  /// a [B, T, 3·E] tensor's unflatten(2, {3, H, D}) is [B, T, 3, H, D].
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;
+  /// Dims start_dim..end_dim merged into one, as torch.flatten (a 0-d tensor becomes [1]); shares storage.
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  /// This tensor itself: a tapegrad tensor is always contiguous, so there is nothing to copy.
+  Tensor contiguous() const { return *this; }
+  /// The dims reordered, out.shape[i] = shape[dims[i]] (a permutation of every dim); a copy.
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  /// Size-1 dims repeated to `sizes` (-1 keeps a dim; extra sizes add leading dims), as
+  /// torch.Tensor.expand; a copy. Its gradient sums over the repeated dims.
+  Tensor expand(const Shape& sizes) const;
+  /// Elements [start, start + length) along dim (start may be negative, counted from the end); a copy.
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  /// Element `index` along dim, that dim removed (a negative index counts from the end); a copy.
+  Tensor select(int64_t dim, int64_t index) const;
+  /// x[start:end:step] along dim, as libtorch's Tensor::slice: start defaults to 0 and end to the
+  /// size, negative ones count from the end, both are clamped to [0, size]; step > 0. A copy.
+  Tensor slice(int64_t dim = 0, std::optional<int64_t> start = std::nullopt, std::optional<int64_t> end = std::nullopt,
+               int64_t step = 1) const;
+  /// The transpose of a 2-D tensor (a copy); a 0-d or 1-D tensor unchanged (as a copy).
+  Tensor t() const;
+  /// The lower (upper) triangle of the last two dims, any leading batch dims: element (i, j) kept
+  /// where j − i <= diagonal (tril) or j − i >= diagonal (triu), 0 elsewhere. Any dtype; the
+  /// gradient is masked the same way.
+  ///@{
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+  ///@}
+
   // --- softmax family, selection, joining and indexing (ops over one dim; PyTorch's semantics) ---
   Tensor softmax(int64_t dim) const;      ///< exp(x) / Σ exp(x) along dim, max-shifted
   Tensor log_softmax(int64_t dim) const;  ///< x − logsumexp(x) along dim
@@ -288,8 +333,62 @@ Tensor randperm(int64_t n, DType dtype = kInt64, Generator* generator = nullptr)
 Tensor randperm(int64_t n, Generator& generator, DType dtype = kInt64);
 ///@}
 /// values in row-major order; an empty shape means a 1-D tensor of values.size() elements. Converted
-/// as .to() converts: tensor({1, 0, 2}, {}, kBool) is [true, false, true]; int64 values are exact up to 2^53.
+/// as .to() converts: tensor({1, 0, 2}, {}, kBool) is [true, false, true]; int64 values are exact up
+/// to 2^53. A braced list of numbers always comes here (float32 unless a dtype is given); for
+/// exact integers or bools pass a std::vector of them (the overloads below).
 Tensor tensor(const std::vector<double>& values, const Shape& shape = {}, DType dtype = kFloat32);
+/// The element types a `std::vector` passed to tg::tensor may hold besides double.
+template <typename T>
+concept TensorData = std::same_as<T, int64_t> || std::same_as<T, float> || std::same_as<T, bool>;
+/// A tensor from a `std::vector` of int64_t, float or bool, of that element's dtype (int64,
+/// float32, bool) unless `dtype` says otherwise, as torch.tensor: the values are copied as they are
+/// (an int64 above 2^53 stays exact), or converted once as .to() converts. Only a `std::vector`
+/// binds here, never a braced list: `tg::tensor(std::vector<int64_t>{3, 1, 2})` is int64.
+template <TensorData T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape = {}, DType dtype = dtype_of<T>());
+
+/// The argument types of tg::arange: any integer or floating-point type but bool.
+template <typename N>
+concept ArangeNumber = (std::integral<N> || std::floating_point<N>) && !std::same_as<N, bool>;
+namespace detail {
+/// One argument of tg::arange, remembering whether it was an integer (the result's dtype depends on it).
+struct ArangeScalar {
+  bool integral;     ///< given as an integer type
+  int64_t integer;   ///< the value, when integral
+  double floating;   ///< the value as a double (always set)
+};
+/// The one implementation behind the tg::arange templates.
+Tensor arange(ArangeScalar start, ArangeScalar end, ArangeScalar step, std::optional<DType> dtype);
+/// An argument of tg::arange as an ArangeScalar (an unsigned value above int64's range is refused).
+template <ArangeNumber N>
+ArangeScalar arange_scalar(N value) {
+  if constexpr (std::integral<N>) {
+    if constexpr (std::is_unsigned_v<N>)
+      check(value <= static_cast<std::make_unsigned_t<int64_t>>(INT64_MAX), "arange", "bound ", value,
+            " is outside int64's range");
+    return {true, static_cast<int64_t>(value), static_cast<double>(value)};
+  } else {
+    return {false, 0, static_cast<double>(value)};
+  }
+}
+}  // namespace detail
+/// torch.arange: the values start, start + step, ... below end (above it when step < 0), computed
+/// as start + i·step; ceil((end − start) / step) of them. The dtype is int64 when every argument is
+/// an integer and float32 when one is floating-point, unless `dtype` is given (int64, float32 or
+/// float64; an int64 dtype truncates the arguments first, as PyTorch does). tg::Error for a zero
+/// step, a step of the wrong sign, a non-finite bound or a size that overflows. `arange(end)`
+/// starts at 0 with step 1.
+template <ArangeNumber End>
+Tensor arange(End end, std::optional<DType> dtype = std::nullopt) {
+  return detail::arange(detail::arange_scalar(int64_t{0}), detail::arange_scalar(end), detail::arange_scalar(int64_t{1}),
+                        dtype);
+}
+/// torch.arange(start, end, step, dtype): see arange(end) for the rules; `tg::arange(0, 1, 0.1)` is
+/// float32, `tg::arange(2, 11, 3)` int64.
+template <ArangeNumber Start, ArangeNumber End, ArangeNumber Step = int64_t>
+Tensor arange(Start start, End end, Step step = 1, std::optional<DType> dtype = std::nullopt) {
+  return detail::arange(detail::arange_scalar(start), detail::arange_scalar(end), detail::arange_scalar(step), dtype);
+}
 Tensor scalar_tensor(double value, DType dtype = kFloat32);  ///< 0-d
 Tensor zeros_like(const Tensor& t);                ///< zeros(t.shape(), t.dtype())
 Tensor ones_like(const Tensor& t);                 ///< ones(t.shape(), t.dtype())
@@ -331,6 +430,13 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 /// result) and its gradient is 0.
 Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
                double alpha = 1.0);
+
+/// x.permute(dims), x.tril(diagonal) and x.triu(diagonal) as functions (torch.permute, torch.tril, torch.triu).
+///@{
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+///@}
 
 // --- softmax family, selection, joining and indexing (see the methods of the same names) ---
 /// What x.max(dim), x.min(dim), x.sort(dim) and x.topk(k, dim) return.
