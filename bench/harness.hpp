@@ -57,6 +57,13 @@ struct GemmShape {
 // tg::matmul / torch::matmul alone, float32, no grad: the GEMM kernel against the FMA peak.
 inline const std::vector<GemmShape> kGemmShapes = {{1024, 1024, 1024}, {2048, 2048, 2048}};
 
+struct BmmShape {
+  int64_t B, M, K, N;  // C[B, M, N] = A[B, M, K] · B[B, K, N]
+};
+// bmm forward + backward (dA, dB), float32: attention's products, [B·H, T, D] · [B·H, D, T] at the
+// small GPT's size and at T = 1024.
+inline const std::vector<BmmShape> kBmmShapes = {{48, 64, 32, 64}, {64, 1024, 64, 1024}};
+
 struct ToolkitShape {
   int64_t rows;  // softmax and cross-entropy: rows of `cols` classes; the others: rows·cols elements
   int64_t cols;
@@ -108,6 +115,7 @@ struct Backend {
   std::function<Runner(int64_t)> stream_copy;                         // a[i] = b[i]
   std::function<Runner(int64_t)> stream_triad;                        // a[i] = b[i] + s*c[i]
   std::function<Runner(GemmShape)> gemm;                              // C = A·B, no grad
+  std::function<Runner(BmmShape)> bmm_forward_backward;               // C = bmm(A, B); C.backward(dC)
   std::function<Runner(ToolkitShape)> softmax_forward_backward;       // y = softmax(x, -1); y.backward(dy)
   std::function<Runner(ToolkitShape)> cross_entropy_forward_backward; // cross_entropy(logits, t).backward()
   std::function<Runner(ToolkitShape)> gelu_forward_backward;          // y = gelu(x); y.backward(dy)
@@ -228,6 +236,7 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
   if (backend.fma_peak && backend.fma_flops_per_thread)
     add(backend.fma_peak, "fma_peak", std::to_string(backend.fma_flops_per_thread()), kFmaPerIteration);
   for (const GemmShape& s : kGemmShapes) add(backend.gemm, "gemm", dims({s.M, s.K, s.N}), s);
+  for (const BmmShape& s : kBmmShapes) add(backend.bmm_forward_backward, "bmm_fwd_bwd", dims({s.B, s.M, s.K, s.N}), s);
   for (const TrainShape& s : kTrainShapes) add(backend.train_step, "train_step", dims({s.batch, s.in, s.hidden}), s);
   for (const ToolkitShape& s : kToolkitShapes) {
     const std::string shape = dims({s.rows, s.cols});

@@ -109,6 +109,24 @@ bench::Runner gemm(bench::GemmShape shape) {
           [s] { return all_finite(s->c); }};
 }
 
+// C = bmm(A, B) with A: [B, M, K], B: [B, K, N], float32, then C.backward(dC): dA and dB, the
+// gradients reset to undefined before each iteration.
+bench::Runner bmm_forward_backward(bench::BmmShape shape) {
+  struct State {
+    tg::Tensor a, b, dc;
+  };
+  auto s = std::make_shared<State>(State{tg::randn({shape.B, shape.M, shape.K}), tg::randn({shape.B, shape.K, shape.N}),
+                                         tg::randn({shape.B, shape.M, shape.N})});
+  s->a.requires_grad_();
+  s->b.requires_grad_();
+  return {[s] {
+            s->a.set_grad({});
+            s->b.set_grad({});
+            tg::bmm(s->a, s->b).backward(s->dc);
+          },
+          [s] { return all_finite({s->a.grad(), s->b.grad()}); }};
+}
+
 // The FMA loop on every thread tapegrad may use (tg::get_num_threads()), one chunk per thread.
 bench::Runner fma_peak(int64_t fmas) {
   auto sums = std::make_shared<std::vector<float>>(static_cast<size_t>(tg::get_num_threads()), 0.0f);
@@ -295,6 +313,7 @@ int main(int argc, char** argv) {
       .stream_copy = stream_copy,
       .stream_triad = stream_triad,
       .gemm = gemm,
+      .bmm_forward_backward = bmm_forward_backward,
       .softmax_forward_backward = softmax_forward_backward,
       .cross_entropy_forward_backward = cross_entropy_forward_backward,
       .gelu_forward_backward = gelu_forward_backward,

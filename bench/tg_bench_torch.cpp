@@ -96,6 +96,22 @@ bench::Runner gemm(bench::GemmShape shape) {
           [s] { return all_finite({s->c}); }};
 }
 
+// C = torch::bmm(A, B), then C.backward(dC); gradients reset with set_to_none.
+bench::Runner bmm_forward_backward(bench::BmmShape shape) {
+  struct State {
+    torch::Tensor a, b, dc;
+  };
+  auto s = std::make_shared<State>(State{torch::randn({shape.B, shape.M, shape.K}).requires_grad_(),
+                                         torch::randn({shape.B, shape.K, shape.N}).requires_grad_(),
+                                         torch::randn({shape.B, shape.M, shape.N})});
+  return {[s] {
+            s->a.mutable_grad().reset();
+            s->b.mutable_grad().reset();
+            torch::bmm(s->a, s->b).backward(s->dc);
+          },
+          [s] { return all_finite({s->a.grad(), s->b.grad()}); }};
+}
+
 bench::Runner tiny_graph(int64_t n) {
   struct State {
     torch::Tensor a, b, c;
@@ -196,6 +212,7 @@ int main(int argc, char** argv) {
       .stream_copy = {},  // the memcpy and STREAM references are measured by tg_bench only
       .stream_triad = {},
       .gemm = gemm,
+      .bmm_forward_backward = bmm_forward_backward,
       .softmax_forward_backward = softmax_forward_backward,
       .cross_entropy_forward_backward = cross_entropy_forward_backward,
       .gelu_forward_backward = gelu_forward_backward,
