@@ -24,6 +24,8 @@
 #include "tapegrad/nn/module.hpp"
 #include "tapegrad/nn/module_dict.hpp"
 #include "tapegrad/nn/module_list.hpp"
+#include "tapegrad/nn/multihead_attention.hpp"
 #include "tapegrad/nn/rms_norm.hpp"
 #include "tapegrad/nn/sequential.hpp"
 #include "tapegrad/nn/softmax.hpp"
+#include "tapegrad/nn/transformer.hpp"
