@@ -25,8 +25,6 @@
 //
 // Exit status: 0 after training, 2 on a bad flag, missing data or any other error (under
 // --distributed, an error on one rank aborts the whole MPI job instead, so that no rank hangs).
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,8 +37,9 @@
 #include <vector>
 #include <tapegrad/tapegrad.hpp>
 
-#include "fashion_mnist_job.hpp"
 #include "flags.hpp"
+#include "job.hpp"
+#include "metrics.hpp"
 
 namespace {
 
@@ -161,96 +160,26 @@ std::pair<double, double> evaluate(tg::nn::Module& model, const Loader& loader,
   return {sums[0] / sums[2], sums[1] / sums[2]};
 }
 
-// metrics.csv: a header and one row per finished epoch, rewritten whole after each epoch, so that
-// a run stopped at any point and resumed ends with the file an uninterrupted run writes. Numbers
-// carry 17 significant digits: two runs compare bit for bit (all but the seconds column).
-class MetricsCsv {
- public:
-  static constexpr char kHeader[] = "epoch,train_loss,train_acc,test_loss,test_acc,lr,seconds";
-
-  explicit MetricsCsv(fs::path path) : path_(std::move(path)) {}
-
-  // Keeps the rows of the first `epochs` epochs of an earlier run (a run may have written its
-  // row and stopped before its checkpoint).
-  void keep_previous(int64_t epochs) {
-    std::ifstream in(path_);
-    std::string line;
-    std::getline(in, line);  // the header
-    while (static_cast<int64_t>(rows_.size()) < epochs && std::getline(in, line)) rows_.push_back(line);
-    if (static_cast<int64_t>(rows_.size()) < epochs)
-      std::cerr << kProgram << ": " << path_.string() << " holds " << rows_.size() << " of the " << epochs
-                << " epochs in the checkpoint; the curves will miss the others\n";
-  }
-
-  void add(int64_t epoch, const Epoch& e) {
-    char row[512];
-    std::snprintf(row, sizeof row, "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.3f", static_cast<long long>(epoch),
-                  e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy, e.lr, e.seconds);
-    rows_.emplace_back(row);
-    // Written beside and renamed over: a reader never sees half a file.
-    const fs::path temporary = path_.string() + ".tmp";
-    {
-      std::ofstream out(temporary, std::ios::trunc);
-      out << kHeader << '\n';
-      for (const std::string& r : rows_) out << r << '\n';
-      if (!out.flush()) throw std::runtime_error("cannot write " + temporary.string());
-    }
-    fs::rename(temporary, path_);
-  }
-
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-  std::vector<std::string> rows_;
-};
-
-// gnuplot's single-quoted string: a quote inside is written twice.
-std::string gnuplot_quoted(const std::string& text) {
-  std::string quoted = "'";
-  for (const char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
-  return quoted + "'";
+// metrics.csv's row for an epoch: 17 significant digits (two runs compare bit for bit), but for
+// the seconds.
+constexpr char kMetricsHeader[] = "epoch,train_loss,train_acc,test_loss,test_acc,lr,seconds";
+std::string metrics_row(int64_t epoch, const Epoch& e) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, ",%.3f", e.seconds);
+  return examples::csv_row(epoch, {e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy, e.lr}) + seconds;
 }
 
-bool on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::stringstream directories(path != nullptr ? path : "");
-  std::string directory;
-  while (std::getline(directories, directory, ':'))
-    if (!directory.empty() && ::access((fs::path(directory) / program).c_str(), X_OK) == 0) return true;
-  return false;
-}
-
-// Loss and accuracy curves side by side, from metrics.csv, through gnuplot (popen: no library).
+// Loss and accuracy curves side by side, from metrics.csv.
 void plot(const fs::path& csv, const fs::path& png) {
-  if (!on_path("gnuplot")) {
-    std::cout << "gnuplot not found: metrics.png skipped (the numbers are in " << csv.string() << ")\n";
-    return;
-  }
-  FILE* gnuplot = ::popen("gnuplot", "w");
-  if (gnuplot == nullptr) {
-    std::cout << "cannot start gnuplot: metrics.png skipped\n";
-    return;
-  }
-  const std::string data = gnuplot_quoted(csv.string());
-  std::fprintf(gnuplot,
-               "set terminal pngcairo size 1100,420\n"
-               "set output %s\n"
-               "set datafile separator ','\n"
-               "set key autotitle columnhead\n"
-               "set xlabel 'epoch'\n"
-               "set grid\n"
-               "set multiplot layout 1,2\n"
-               "set title 'loss (cross-entropy with label smoothing)'\n"
-               "plot %s using 1:2 with linespoints title 'train', '' using 1:4 with linespoints title 'test'\n"
-               "set title 'accuracy (%%)'\nset key bottom right\n"
-               "plot %s using 1:($3*100) with linespoints title 'train', '' using 1:($5*100) with linespoints title 'test'\n"
-               "unset multiplot\n",
-               gnuplot_quoted(png.string()).c_str(), data.c_str(), data.c_str());
-  if (::pclose(gnuplot) != 0 || !fs::exists(png))
-    std::cout << "gnuplot failed: " << png.string() << " not written\n";
-  else
-    std::cout << "plotted " << png.string() << "\n";
+  examples::plot(csv, png,
+                 "set xlabel 'epoch'\n"
+                 "set grid\n"
+                 "set multiplot layout 1,2\n"
+                 "set title 'loss (cross-entropy with label smoothing)'\n"
+                 "plot data using 1:2 with linespoints title 'train', '' using 1:4 with linespoints title 'test'\n"
+                 "set title 'accuracy (%)'\nset key bottom right\n"
+                 "plot data using 1:($3*100) with linespoints title 'train', '' using 1:($5*100) with linespoints title 'test'\n"
+                 "unset multiplot\n");
 }
 
 // Flags through CLI11 (examples/flags.hpp); returns the exit status when the program should stop
@@ -407,7 +336,7 @@ int train(const Settings& settings, examples::Job& job) {
   const fs::path out(settings.out);
   if (job.leads()) fs::create_directories(out);
   const fs::path checkpoint = out / "checkpoint.safetensors";
-  MetricsCsv metrics(out / "metrics.csv");
+  examples::MetricsCsv metrics(out / "metrics.csv", kMetricsHeader);
   int64_t first_epoch = 1;
   if (settings.resume) {
     if (!fs::exists(checkpoint)) throw std::runtime_error("--resume: there is no checkpoint at " + checkpoint.string());
@@ -459,7 +388,7 @@ int train(const Settings& settings, examples::Job& job) {
       for (size_t r = 0; r < states.size(); ++r) random.ranks_dropout[r].set_state(states[r]);
     }
     if (job.leads()) {
-      metrics.add(epoch, epoch_metrics);
+      metrics.add(metrics_row(epoch, epoch_metrics));
       tg::save(model, optimizer, schedule, checkpoint.string(), random.options);
     }
   }

@@ -15,6 +15,9 @@ packages+=(doxygen)
 # The examples and their tests: flags (CLI11), Fashion-MNIST, loss curves (gnuplot), NumPy for the
 # test that loads a tapegrad checkpoint in Python, and OpenMPI for tapegrad::distributed.
 packages+=(libcli11-dev dataset-fashion-mnist gnuplot-nox python3-numpy libopenmpi-dev openmpi-bin)
+# examples/char_gpt trains on the King James Bible as Debian's `bible` program prints it, and
+# prints bzip2 -9's bits per character on its validation text for scale.
+packages+=(bible-kjv bible-kjv-text bzip2)
 case "${1:-}" in
   --bench) packages+=(libtorch-dev python3-torch libopenblas0-openmp linux-perf) ;;
   --fuzz) packages+=(clang libclang-rt-14-dev) ;;

@@ -22,3 +22,4 @@
 #include "tapegrad/data/progress_bar.hpp"  // tg::ProgressBar (namespace tg): a loop's line of progress
 #include "tapegrad/data/sampler.hpp"
 #include "tapegrad/data/distributed_sampler.hpp"  // each replica's share, for tg::dist
+#include "tapegrad/data/token_blocks.hpp"  // a token sequence in blocks: a language model's batches

@@ -1,4 +1,4 @@
-// The processes that one run of examples/fashion_mnist trains with: this process alone, or, with
+// The processes that one run of an example (fashion_mnist, char_gpt) trains with: this process alone, or, with
 // --distributed under `mpirun -np N`, the N ranks of an MPI job training data-parallel.
 //
 //   Job job;                                  // alone: rank 0 of 1, every call below is a no-op
