@@ -411,24 +411,6 @@ int train(const Settings& settings, examples::Job& job) {
 int main(int argc, char** argv) {
   Settings settings;
   if (const std::optional<int> status = parse_flags(argc, argv, settings)) return *status;
-  if (settings.distributed) {
-#if TG_EXAMPLES_DISTRIBUTED
-    // An error on a rank escapes main: the Context then aborts the whole job (MPI_Abort) rather
-    // than leave the other ranks waiting in a collective.
-    const tg::dist::Context context = tg::dist::init(argc, argv);
-    examples::Job job = examples::Job::join_mpi();
-    return train(settings, job);
-#else
-    std::cerr << kProgram << ": --distributed: this fashion_mnist was built without MPI "
-                             "(tapegrad::distributed needs libopenmpi-dev and openmpi-bin at configure time)\n";
-    return 2;
-#endif
-  }
-  try {
-    examples::Job alone;
-    return train(settings, alone);
-  } catch (const std::exception& error) {
-    std::cerr << kProgram << ": " << error.what() << "\n";
-    return 2;
-  }
+  return examples::run_job(argc, argv, settings.distributed, kProgram,
+                           [&](examples::Job& job) { return train(settings, job); });
 }

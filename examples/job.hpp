@@ -13,6 +13,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <exception>
+#include <iostream>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -113,5 +115,33 @@ class Job {
   std::shared_ptr<tg::dist::DataParallel> parallel_;
 #endif
 };
+
+// The body of an example's main: `train(job)` on this process alone, or, with --distributed, as
+// this rank of the MPI job (after tg::dist::init). Alone, an error is printed after the program's
+// name and the exit status is 2. In an MPI job an error on a rank escapes main: the Context then
+// aborts the whole job (MPI_Abort) rather than leave the other ranks waiting in a collective.
+template <typename Train>
+int run_job(int argc, char** argv, bool distributed, const char* program, Train train) {
+  if (distributed) {
+#if TG_EXAMPLES_DISTRIBUTED
+    const tg::dist::Context context = tg::dist::init(argc, argv);
+    Job job = Job::join_mpi();
+    return train(job);
+#else
+    (void)argc, (void)argv;
+    std::cerr << program << ": --distributed: this " << program
+              << " was built without MPI (tapegrad::distributed needs libopenmpi-dev and openmpi-bin at "
+                 "configure time)\n";
+    return 2;
+#endif
+  }
+  try {
+    Job alone;
+    return train(alone);
+  } catch (const std::exception& error) {
+    std::cerr << program << ": " << error.what() << "\n";
+    return 2;
+  }
+}
 
 }  // namespace examples

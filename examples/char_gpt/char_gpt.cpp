@@ -389,22 +389,6 @@ int run(const Settings& s, examples::Job& job) {
 int main(int argc, char** argv) {
   Settings settings;
   if (const std::optional<int> status = parse_flags(argc, argv, settings)) return *status;
-  if (settings.distributed) {
-#if TG_EXAMPLES_DISTRIBUTED
-    const tg::dist::Context context = tg::dist::init(argc, argv);
-    examples::Job job = examples::Job::join_mpi();
-    return run(settings, job);
-#else
-    std::cerr << kProgram << ": --distributed: this char_gpt was built without MPI "
-                             "(tapegrad::distributed needs libopenmpi-dev and openmpi-bin at configure time)\n";
-    return 2;
-#endif
-  }
-  try {
-    examples::Job alone;
-    return run(settings, alone);
-  } catch (const std::exception& error) {
-    std::cerr << kProgram << ": " << error.what() << "\n";
-    return 2;
-  }
+  return examples::run_job(argc, argv, settings.distributed, kProgram,
+                           [&](examples::Job& job) { return run(settings, job); });
 }
