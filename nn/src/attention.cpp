@@ -3,9 +3,11 @@
 //
 // Shapes: query [..., L, E], key [..., S, E], value [..., S, Ev], the leading dims equal and
 // flattened to `batch` heads; the output is [..., L, Ev]. Saved for backward: q, k, v, the output
-// and lse [batch, L] — O(batch·(L + S)·E) memory, no L×S tensor.
+// and lse [batch, L] — O(batch·(L + S)·E) memory, no L×S tensor (except in a backward pass that is
+// itself differentiated, which runs the composite of PyTorch's math path).
 #include "tapegrad/nn/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -66,6 +68,89 @@ MaskLayout mask_layout(const Shape& mask_shape, const Shape& scores_shape, int64
     layout.offsets[static_cast<size_t>(b)] = offset;
   }
   return layout;
+}
+
+// The same counter-based draw as the kernels' dropout (attention_kernels.cpp's `kept`): weight
+// `index` = (b·L + i)·S + j is kept when the splitmix64 element `index` of the stream seeded with
+// `seed` is below keep_probability as a 53-bit uniform.
+bool kept_weight(uint64_t seed, uint64_t index, double keep_probability) {
+  uint64_t z = seed + (index + 1) * 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1p-53 < keep_probability;
+}
+
+// The constants of one attention problem as dense tensors of T, for the composite below:
+// bias: [batch, L, S], the additive mask with −∞ where causal masks, 0 on a query with no unmasked
+// key; alive: [batch, L, 1], 0 on such a query and 1 elsewhere (undefined when every query has a
+// key); noise: [batch, L, S], the dropout's z/(1 − p) (undefined without dropout).
+struct AttentionConstants {
+  Tensor bias, alive, noise;
+};
+
+template <typename T>
+AttentionConstants attention_constants(const tg::detail::AttentionProblem<T>& p, DType dtype) {
+  const int64_t batch = p.batch, L = p.L, S = p.S;
+  AttentionConstants constants;
+  constants.bias = zeros({batch, L, S}, dtype);
+  T* bias = constants.bias.mutable_data<T>();
+  std::vector<T> alive(static_cast<size_t>(batch * L), T(1));
+  bool every_query_alive = true;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < L; ++i) {
+      T* row = bias + (b * L + i) * S;
+      bool has_key = false;
+      for (int64_t j = 0; j < S; ++j) {
+        T value = p.mask ? p.mask[p.mask_offsets[b] + i * p.mask_row_stride + j * p.mask_col_stride] : T(0);
+        if (p.causal && j > i) value = -std::numeric_limits<T>::infinity();
+        row[j] = value;
+        has_key = has_key || value != -std::numeric_limits<T>::infinity();
+      }
+      if (has_key) continue;
+      // No key to attend to: the fused kernels' output row is 0. A finite row keeps the softmax
+      // free of NaN; `alive` then zeroes its weights.
+      std::fill(row, row + S, T(0));
+      alive[static_cast<size_t>(b * L + i)] = T(0);
+      every_query_alive = false;
+    }
+  if (!every_query_alive) constants.alive = tensor(alive, {batch, L, 1}, dtype);
+  if (p.dropout_p > 0.0) {
+    const double keep_probability = 1.0 - p.dropout_p;
+    const T kept_scale = T(1) / static_cast<T>(keep_probability);  // as the kernels round it
+    constants.noise = make_tensor({batch, L, S}, dtype, kOp);
+    T* noise = constants.noise.mutable_data<T>();
+    for (int64_t n = 0; n < batch * L * S; ++n)
+      noise[n] = kept_weight(p.dropout_seed, static_cast<uint64_t>(n), keep_probability) ? kept_scale : T(0);
+  }
+  return constants;
+}
+
+// The fused backward's gradients computed by a recorded composite, for a backward pass that is
+// itself differentiated (create_graph), as PyTorch's math path: per head, from the connected q, k,
+// v and dO,
+//   S = scale·Q·Kᵀ + bias,  P = softmax(S) ∘ alive,  P̃ = P ∘ noise,
+//   dV = P̃ᵀ·dO,  dP = (dO·Vᵀ) ∘ noise,  dS = P ∘ (dP − Σ_j P∘dP),  dQ = scale·dS·K,  dK = scale·dSᵀ·Q.
+// Memory O(batch·L·S), which the fused kernels avoid; only differentiated passes take it.
+// q: [..., L, E], k: [..., S, E], v: [..., S, Ev], grad_out: [..., L, Ev].
+void attention_backward_differentiable(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const AttentionConstants& constants, double scale, int64_t batch, int64_t L,
+                                       int64_t S, int64_t E, int64_t Ev, autograd::GradInputs& grads) {
+  const Tensor q3 = q.reshape({batch, L, E}), k3 = k.reshape({batch, S, E}), v3 = v.reshape({batch, S, Ev});
+  const Tensor dout = grad_out.reshape({batch, L, Ev});
+  Tensor probs = (tg::matmul(q3, k3.transpose(1, 2)) * scale + constants.bias).softmax(-1);
+  if (constants.alive.defined()) probs = probs * constants.alive;
+  const Tensor& noise = constants.noise;
+  if (grads.needed(2)) {
+    const Tensor kept_probs = noise.defined() ? probs * noise : probs;
+    grads.set(2, tg::matmul(kept_probs.transpose(1, 2), dout).reshape(v.shape()));
+  }
+  if (!grads.needed(0) && !grads.needed(1)) return;
+  Tensor dprobs = tg::matmul(dout, v3.transpose(1, 2));
+  if (noise.defined()) dprobs = dprobs * noise;
+  const Tensor dscores = probs * (dprobs - (probs * dprobs).sum({-1}, true)) * scale;
+  if (grads.needed(0)) grads.set(0, tg::matmul(dscores, k3).reshape(q.shape()));
+  if (grads.needed(1)) grads.set(1, tg::matmul(dscores.transpose(1, 2), q3).reshape(k.shape()));
 }
 
 }  // namespace
@@ -159,9 +244,16 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     autograd::record(
         out, "ScaledDotProductAttentionBackward", {query, key, value},
         [saved_q = autograd::SavedTensor(query), saved_k = autograd::SavedTensor(key),
-         saved_v = autograd::SavedTensor(value), saved_out = autograd::SavedTensor(out), lse,
-         problem_of, batch, L, S, E, Ev](const Tensor& grad_out, autograd::GradInputs& grads) {
+         saved_v = autograd::SavedTensor(value), saved_out = autograd::SavedTensor(out, autograd::SavedTensor::kOutput),
+         lse, problem_of, scale, batch, L, S, E, Ev](const Tensor& grad_out, autograd::GradInputs& grads) {
           const Tensor &q = grads.unpack(saved_q), &k = grads.unpack(saved_k), &v = grads.unpack(saved_v);
+          if (grads.create_graph()) {
+            const AttentionConstants constants =
+                tg::detail::dispatch_floating("ScaledDotProductAttentionBackward", q.dtype(), [&]<typename T>() {
+                  return attention_constants<T>(problem_of.template operator()<T>(q, k, v), q.dtype());
+                });
+            return attention_backward_differentiable(grad_out, q, k, v, constants, scale, batch, L, S, E, Ev, grads);
+          }
           const Tensor& o = grads.unpack(saved_out);
           Tensor dq = make_tensor(q.shape(), q.dtype(), "ScaledDotProductAttentionBackward");
           Tensor dk = make_tensor(k.shape(), k.dtype(), "ScaledDotProductAttentionBackward");

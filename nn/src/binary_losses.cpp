@@ -17,6 +17,12 @@ double clamped_log(double x) { return std::max(std::log(x), -100.0); }
 
 struct NoParams {};
 
+// The recorded slopes times the weight, when there is one (a constant).
+detail::ElementSlopes weighted(detail::ElementSlopes slopes, const Tensor& weight) {
+  if (weight.defined()) slopes.dinput = slopes.dinput * weight, slopes.dtarget = slopes.dtarget * weight;
+  return slopes;
+}
+
 // −w·(t·log x + (1 − t)·log(1 − x)); x in [0, 1].
 template <typename T>
 struct BinaryCrossEntropy {
@@ -34,6 +40,12 @@ struct BinaryCrossEntropy {
   }
   // −w·logit(x), unclamped as in PyTorch: ±inf at x = 0 and 1
   double dtarget(int64_t i) const { return -w(i) * std::log(x(i) / (1.0 - x(i))); }
+  // dinput and dtarget as recorded tensors (elementwise_loss.hpp)
+  static detail::ElementSlopes recorded_slopes(const detail::ElementTensors& in, NoParams) {
+    const Tensor &x = in.input, &t = in.target;
+    return weighted({(x - t) / ((1.0 - x) * x).clamp_min(static_cast<double>(1e-12f)), -(x / (1.0 - x)).log()},
+                    in.weight);
+  }
 };
 
 // w·((1 − t)·x + l·softplus(−x)) with l = 1 + (pos_weight − 1)·t, which is
@@ -61,6 +73,16 @@ struct BinaryCrossEntropyWithLogits {
     return w(i) * ((pt + 1.0 - t(i)) * sigmoid - pt);
   }
   double dtarget(int64_t i) const { return w(i) * ((pos(i) - 1.0) * softplus_of_negative(i) - x(i)); }
+  // dinput and dtarget as recorded tensors (elementwise_loss.hpp). softplus(−x) as above; m is any
+  // function of x there (the identity holds for every m), so m = relu(−x) needs no care at 0.
+  static detail::ElementSlopes recorded_slopes(const detail::ElementTensors& in, NoParams) {
+    const Tensor &x = in.input, &t = in.target;
+    if (!in.pos_weight.defined()) return weighted({x.sigmoid() - t, -x}, in.weight);
+    const Tensor pt = in.pos_weight * t;
+    const Tensor m = (-x).relu();
+    const Tensor softplus_of_negative = m + ((-m).exp() + (-x - m).exp()).log();
+    return weighted({(pt + 1.0 - t) * x.sigmoid() - pt, (in.pos_weight - 1.0) * softplus_of_negative - x}, in.weight);
+  }
 };
 
 // The input and target checks both losses share: floating, same dtype, same shape.

@@ -52,6 +52,25 @@ Shape row_shape(const Shape& input_shape) {
   return shape;
 }
 
+// For a backward pass that is itself differentiated (create_graph): the class dim of input (0 for a
+// [C] input, 1 otherwise); a [C] weight shaped to broadcast along it ([C, 1, ...] with spatial
+// dims); and the upstream gradient G as a recorded tensor that broadcasts against input, one per
+// row under None (grad_output with a size-1 class dim), grad_output / divisor (0-d) otherwise.
+int64_t class_dim(const Tensor& input) { return input.dim() == 1 ? 0 : 1; }
+
+Tensor along_classes(const Tensor& weight, const Tensor& input) {
+  Shape shape(static_cast<size_t>(input.dim() - class_dim(input)), 1);
+  shape[0] = weight.numel();
+  return weight.reshape(shape);
+}
+
+Tensor recorded_upstream(const Tensor& grad_output, const Tensor& input, Reduction reduction, double divisor) {
+  if (reduction == Reduction::None) return grad_output.unsqueeze(class_dim(input));
+  // A mean over no weight (every target ignored) sends every row 0, as the fused backward does.
+  if (divisor == 0.0) return grad_output * 0.0;
+  return divisor == 1.0 ? grad_output : grad_output * (1.0 / divisor);
+}
+
 // The validated arguments of a class loss.
 struct ClassLossArgs {
   ClassRows rows;
@@ -263,6 +282,40 @@ struct ClassIndexLoss {
   }
 };
 
+// ClassIndexLoss::backward in recorded tg ops, for a backward pass that is itself differentiated
+// (create_graph). Its two terms gathered per row r of logits x (target y, weights w, ε smoothing):
+//   dx_c = G_r · (p_c · a_r − b_rc),  a_r = (1 − ε)·w_y + ε/C · Σ_k w_k,
+//   b_rc = (1 − ε)·w_y·[c = y] + ε/C · w_c,
+// with a = b = 0 on ignored rows and no p term for nll_loss (whose rows are log-probabilities).
+// a and b are constants; p = softmax(x) is recomputed from the connected input.
+Tensor class_index_backward_differentiable(const Tensor& grad_output, const Tensor& input, const Tensor& classes,
+                                           const Tensor& weight, const ClassRows& rows, int64_t ignore_index,
+                                           Reduction reduction, double smoothing, bool normalize, double divisor) {
+  const int64_t C = rows.classes;
+  std::vector<double> w(static_cast<size_t>(C), 1.0);
+  if (weight.defined()) w = weight.to(kFloat64).to_vector<double>();
+  double weight_total = 0.0;
+  for (const double w_c : w) weight_total += w_c;
+  const int64_t* target = classes.data<int64_t>();
+  std::vector<double> a(static_cast<size_t>(rows.rows), 0.0);      // one per row
+  std::vector<double> b(static_cast<size_t>(input.numel()), 0.0);  // input's layout
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    const int64_t y = target[r];
+    if (y == ignore_index) continue;
+    const double w_y = w[static_cast<size_t>(y)];
+    a[static_cast<size_t>(r)] = normalize ? (1.0 - smoothing) * w_y + smoothing / C * weight_total : 0.0;
+    for (int64_t c = 0; c < C; ++c)
+      b[static_cast<size_t>(rows.offset(r) + c * rows.inner)] =
+          (c == y ? (1.0 - smoothing) * w_y : 0.0) + (smoothing > 0.0 ? smoothing / C * w[static_cast<size_t>(c)] : 0.0);
+  }
+  Shape per_row = row_shape(input.shape());  // a as [N, 1, d1, ...] ([1] for a [C] input)
+  per_row.insert(per_row.begin() + class_dim(input), 1);
+  const Tensor upstream = recorded_upstream(grad_output, input, reduction, divisor);
+  const Tensor target_terms = tensor(b, input.shape(), input.dtype());
+  if (!normalize) return -(upstream * target_terms);
+  return upstream * (input.softmax(class_dim(input)) * tensor(a, per_row, input.dtype()) - target_terms);
+}
+
 // The class-index loss, reduced as PyTorch 1.13 does (cross_entropy_loss_label_smoothing):
 //   mean: ((1 − ε)·Σ nll + ε/C · Σ smooth) / Σ w[y] over the non-ignored rows (w = 1 unweighted);
 //   sum: the same without the divisor; none: each row's (1 − ε)·nll + ε/C · smooth.
@@ -304,6 +357,10 @@ Tensor class_index_loss(const char* op, const char* node, const Tensor& input, c
                                                                         autograd::GradInputs& grads) {
                        const Tensor& input = grads.unpack(saved_input);
                        const Tensor weight = detail::unpack_if_saved(grads, saved_weight);
+                       if (grads.create_graph())
+                         return grads.set(0, class_index_backward_differentiable(grad_output, input, classes, weight,
+                                                                                 rows, ignore_index, reduction,
+                                                                                 smoothing, normalize, divisor));
                        Tensor dinput = make_tensor(input.shape(), input.dtype());
                        tg::detail::dispatch_floating(node, input.dtype(), [&]<typename T>() {
                          const ClassIndexLoss<T> loss{input.data<T>(), classes.data<int64_t>(),
@@ -383,6 +440,28 @@ struct ClassProbabilityLoss {
   }
 };
 
+// ClassProbabilityLoss::backward in recorded tg ops, for a backward pass that is itself
+// differentiated (create_graph), from the connected input x and target t:
+//   t' = (1 − ε)·t + ε/C,  dx = G · (softmax(x) · Σ_c w_c t'_c − w t'),
+//   dt = G · (1 − ε) · w · (−log_softmax(x)),
+// into the slots the node needs (0: input, 1: target).
+void class_probability_backward_differentiable(const Tensor& grad_output, const Tensor& input, const Tensor& target,
+                                               const Tensor& weight, const ClassRows& rows, Reduction reduction,
+                                               double smoothing, double divisor, autograd::GradInputs& grads) {
+  const int64_t dim = class_dim(input);
+  const Tensor upstream = recorded_upstream(grad_output, input, reduction, divisor);
+  const Tensor w = weight.defined() ? along_classes(weight, input) : Tensor();
+  if (grads.needed(0)) {
+    const Tensor smoothed = smoothing > 0.0 ? target * (1.0 - smoothing) + smoothing / rows.classes : target;
+    const Tensor weighted = w.defined() ? smoothed * w : smoothed;  // w_c t'_c
+    grads.set(0, upstream * (input.softmax(dim) * weighted.sum({dim}, true) - weighted));
+  }
+  if (grads.needed(1)) {
+    const Tensor nll = -input.log_softmax(dim);  // lse − x_c
+    grads.set(1, upstream * (1.0 - smoothing) * (w.defined() ? w * nll : nll));
+  }
+}
+
 // Probability targets: mean divides by the number of rows M (NaN for M = 0), whatever the weights.
 Tensor class_probability_loss(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
                               double smoothing) {
@@ -405,6 +484,9 @@ Tensor class_probability_loss(const Tensor& input, const Tensor& target, const T
                       divisor](const Tensor& grad_output, autograd::GradInputs& grads) {
                        const Tensor &input = grads.unpack(saved_input), &target = grads.unpack(saved_target);
                        const Tensor weight = detail::unpack_if_saved(grads, saved_weight);
+                       if (grads.create_graph())
+                         return class_probability_backward_differentiable(grad_output, input, target, weight, rows,
+                                                                          reduction, smoothing, divisor, grads);
                        Tensor dinput, dtarget;
                        if (grads.needed(0)) dinput = make_tensor(input.shape(), input.dtype());
                        if (grads.needed(1)) dtarget = make_tensor(target.shape(), target.dtype());

@@ -84,6 +84,10 @@ Tensor functional::dropout(const Tensor& x, double p, bool training, Generator* 
   if (autograd::needs_grad(x))
     autograd::record(out, "DropoutBackward", {x},
                      [keep, keep_probability](const Tensor& g, autograd::GradInputs& grads) {
+                       // A differentiated pass (create_graph) multiplies by the same noise as a
+                       // recorded product: the mask is a constant, the gradient linear in g.
+                       if (grads.create_graph())
+                         return grads.set(0, g * times_noise(ones_like(g), keep, keep_probability));
                        grads.set(0, times_noise(g, keep, keep_probability));
                      });
   return out;

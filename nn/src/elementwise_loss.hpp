@@ -30,7 +30,15 @@ struct ElementTensors {
   }
 };
 
-// Rule<T>{operands, params} has value(i), dinput(i) and dtarget(i), all in double. The caller
+// The slopes of every term with respect to input and target as recorded tensors of input's shape.
+struct ElementSlopes {
+  Tensor dinput, dtarget;
+};
+
+// Rule<T>{operands, params} has value(i), dinput(i) and dtarget(i), all in double, and
+// Rule<T>::recorded_slopes(tensors, params), the same slopes computed from the connected tensors
+// with recorded tg ops, for a backward pass that is itself differentiated (create_graph); it does
+// not depend on T. The caller
 // has validated the tensors; the result is reduced as `reduction` asks and recorded as `node`,
 // differentiable with respect to input and target.
 template <template <typename> class Rule, typename Params>
@@ -52,6 +60,14 @@ Tensor elementwise_loss(const char* op, const char* node, const ElementTensors& 
                                                   unpack_if_saved(grads, saved_weight),
                                                   unpack_if_saved(grads, saved_pos_weight)};
                        const int64_t n = saved.input.numel();
+                       if (grads.create_graph()) {
+                         // d loss / d input = upstream · slope, as recorded products
+                         const Tensor up = upstream_tensor(grad_output, reduction, 1.0 / static_cast<double>(n));
+                         const ElementSlopes slopes = Rule<double>::recorded_slopes(saved, params);
+                         if (grads.needed(0)) grads.set(0, up * slopes.dinput);
+                         if (grads.needed(1)) grads.set(1, up * slopes.dtarget);
+                         return;
+                       }
                        Tensor dinput, dtarget;
                        tg::detail::dispatch_floating(node, saved.input.dtype(), [&]<typename T>() {
                          const Rule<T> rule{saved.operands<T>(), params};

@@ -91,6 +91,31 @@ Tensor scale_by_frequency(const Tensor& dout, const Tensor& indices, int64_t num
   return scaled;
 }
 
+// EmbeddingBackward's dweight in recorded tg ops, for a backward pass that is itself differentiated
+// (create_graph): the output gradient's rows, each times a constant factor (0 on padding_idx's
+// rows, 1 / its index's count with scale_grad_by_freq), added into rows indices[k] of zeros by
+// scatter_add, whose gradient (a gather of the same rows) puts the map on the tape.
+// dout: [indices..., embedding_dim] -> dweight: [num_embeddings, embedding_dim].
+Tensor embedding_backward_differentiable(const Tensor& dout, const Tensor& indices, const tg::detail::AlongDim& table,
+                                         int64_t skip, bool scale_grad_by_freq) {
+  const int64_t n = indices.numel(), embedding_dim = table.inner;
+  Tensor contributions = dout.reshape({n, embedding_dim});
+  if (skip >= 0 || scale_grad_by_freq) {
+    const int64_t* index = indices.data<int64_t>();
+    std::vector<int64_t> counts(static_cast<size_t>(table.size), 0);
+    for (int64_t k = 0; k < n; ++k) ++counts[static_cast<size_t>(index[k])];
+    std::vector<double> factors(static_cast<size_t>(n), 1.0);  // [n, 1]
+    for (int64_t k = 0; k < n; ++k) {
+      if (index[k] == skip) factors[static_cast<size_t>(k)] = 0.0;
+      else if (scale_grad_by_freq) factors[static_cast<size_t>(k)] = 1.0 / static_cast<double>(counts[static_cast<size_t>(index[k])]);
+    }
+    contributions = contributions * tensor(factors, {n, 1}, dout.dtype());
+  }
+  // Row k of the contributions goes to row indices[k]: the index repeated along embedding_dim.
+  const Tensor rows = indices.reshape({n, 1}).expand({n, embedding_dim});
+  return zeros({table.size, embedding_dim}, dout.dtype()).scatter_add(0, rows, contributions);
+}
+
 }  // namespace
 
 Tensor functional::embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
@@ -123,6 +148,9 @@ Tensor functional::embedding(const Tensor& indices, const Tensor& weight, const 
                      [saved_indices = autograd::SavedTensor(indices), table, skip = padding_row.value_or(-1),
                       scale_grad_by_freq = options.scale_grad_by_freq](const Tensor& dout, autograd::GradInputs& grads) {
                        const Tensor& indices = grads.unpack(saved_indices);
+                       if (grads.create_graph())
+                         return grads.set(0, embedding_backward_differentiable(dout, indices, table, skip,
+                                                                               scale_grad_by_freq));
                        const Tensor contributions =
                            scale_grad_by_freq ? scale_by_frequency(dout, indices, table.size) : dout;
                        Tensor dweight = zeros({table.size, table.inner}, dout.dtype());

@@ -39,9 +39,12 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
   if (record)
     autograd::record(y, "LayerNormBackward", {x, weight_input, bias_input},
-                     [saved_x = autograd::SavedTensor(x), saved_gamma = autograd::SavedTensor(gamma), stats, M, N](
-                         const Tensor& dy, autograd::GradInputs& grads) {
+                     [saved_x = autograd::SavedTensor(x), saved_gamma = autograd::SavedTensor(gamma), stats, M, N,
+                      eps](const Tensor& dy, autograd::GradInputs& grads) {
                        const Tensor &x = grads.unpack(saved_x), &gamma = grads.unpack(saved_gamma);
+                       if (grads.create_graph())
+                         return detail::normalized_rows_backward_differentiable(dy, x, gamma, eps, true, {M, N},
+                                                                                grads);
                        Tensor dx = make_tensor(x.shape(), x.dtype());
                        Tensor dgamma = make_tensor(gamma.shape(), x.dtype());
                        Tensor dbeta = make_tensor(gamma.shape(), x.dtype());

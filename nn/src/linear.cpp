@@ -43,6 +43,17 @@ void linear_backward(const T* dy, const T* x, const T* weight, T* dx, T* dweight
   if (dbias) tg::detail::reduce_sum<T>(dy, dbias, 1, M, out, 1.0);                    // db = Σ_rows dy
 }
 
+// linear_backward's three products in recorded tg ops, for a backward pass that is itself
+// differentiated (create_graph): each gradient is then on the tape as a function of dy, x and W.
+// dy: [..., out], x: [..., in], weight: [out, in]; slot 2 (the bias) exists only with has_bias.
+void linear_backward_differentiable(const Tensor& dy, const Tensor& x, const Tensor& weight, bool has_bias,
+                                    int64_t M, int64_t in, int64_t out, autograd::GradInputs& grads) {
+  if (grads.needed(0)) grads.set(0, tg::matmul(dy, weight));  // dx = dy·W
+  const Tensor dy_rows = dy.reshape({M, out});                // every leading dim folded into rows
+  if (grads.needed(1)) grads.set(1, tg::matmul(dy_rows.t(), x.reshape({M, in})));  // dW = dyᵀ·x
+  if (has_bias && grads.needed(2)) grads.set(2, dy_rows.sum({0}));                 // db = Σ_rows dy
+}
+
 }  // namespace
 
 namespace functional {
@@ -72,6 +83,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) try {
   auto backward = [saved_x = autograd::SavedTensor(x), saved_weight = autograd::SavedTensor(weight),
                    has_bias = bias.defined(), M, in, out](const Tensor& dy, autograd::GradInputs& grads) {
     const Tensor &x = grads.unpack(saved_x), &weight = grads.unpack(saved_weight);
+    if (grads.create_graph()) return linear_backward_differentiable(dy, x, weight, has_bias, M, in, out, grads);
     Tensor dx = grads.needed(0) ? make_tensor(x.shape(), x.dtype()) : Tensor();
     Tensor dweight = grads.needed(1) ? make_tensor(weight.shape(), weight.dtype()) : Tensor();
     Tensor dbias = has_bias && grads.needed(2) ? make_tensor({out}, x.dtype()) : Tensor();

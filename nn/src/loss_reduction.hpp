@@ -100,4 +100,11 @@ Upstream<T> upstream(const Tensor& grad_output, Reduction reduction, double mean
   return {nullptr, grad_output.item() * (reduction == Reduction::Mean ? mean_scale : 1.0)};
 }
 
+// The same upstream gradient as a tensor, for a backward pass that is itself differentiated
+// (create_graph): grad_output under None (one per term), grad_output · mean_scale (0-d) under Mean,
+// grad_output under Sum; it multiplies the slopes as a recorded product.
+inline Tensor upstream_tensor(const Tensor& grad_output, Reduction reduction, double mean_scale) {
+  return reduction == Reduction::Mean ? grad_output * mean_scale : grad_output;
+}
+
 }  // namespace tg::nn::detail

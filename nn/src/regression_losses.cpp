@@ -33,6 +33,22 @@ Tensor reduce_differences(const Tensor& input, const Tensor& target, Reduction r
   return scalar_tensor(reduction == Reduction::Sum ? sum : sum / static_cast<double>(n), input.dtype());
 }
 
+// shape.slope(d) elementwise as a recorded tensor, for a backward pass that is itself
+// differentiated (create_graph): its derivative in d is the shape's curvature (2, 0, 1/beta or 1
+// inside the quadratic piece, 0 outside).
+Tensor recorded_slope(DifferenceShape shape, const Tensor& d) {
+  const auto indicator = [&](const Tensor& condition) { return condition.to(d.dtype()); };  // a constant
+  switch (shape.kind) {
+    case DifferenceShape::squared: return d * 2.0;
+    case DifferenceShape::absolute: return indicator(d > 0.0) - indicator(d < 0.0);  // sign, 0 at 0
+    case DifferenceShape::smooth_l1:
+      // beta = 0 is ±1, −1 from d ≤ 0 on (the kernel's d <= −beta comes first)
+      return shape.parameter > 0.0 ? (d / shape.parameter).clamp(-1.0, 1.0) : 1.0 - 2.0 * indicator(d <= 0.0);
+    case DifferenceShape::huber: return d.clamp(-shape.parameter, shape.parameter);
+  }
+  return d * 2.0;
+}
+
 Tensor difference_loss(const char* op, const char* node, const Tensor& input, const Tensor& target,
                        Reduction reduction, DifferenceShape shape) {
   detail::check_floating(op, "input", input);
@@ -47,6 +63,14 @@ Tensor difference_loss(const char* op, const char* node, const Tensor& input, co
                       reduction, shape](const Tensor& grad_output, autograd::GradInputs& grads) {
                        const Tensor input = grads.unpack(saved_input), target = grads.unpack(saved_target);
                        const int64_t n = input.numel();
+                       if (grads.create_graph()) {
+                         // upstream · slope(input − target), and slope(target − input) for the
+                         // target (PyTorch's form), as recorded products
+                         const Tensor up = detail::upstream_tensor(grad_output, reduction, 1.0 / static_cast<double>(n));
+                         if (grads.needed(0)) grads.set(0, up * recorded_slope(shape, input - target));
+                         if (grads.needed(1)) grads.set(1, up * recorded_slope(shape, target - input));
+                         return;
+                       }
                        Tensor dinput = grads.needed(0) ? make_tensor(input.shape(), input.dtype()) : Tensor();
                        Tensor dtarget = grads.needed(1) ? make_tensor(input.shape(), input.dtype()) : Tensor();
                        tg::detail::dispatch_floating(node, input.dtype(), [&]<typename T>() {

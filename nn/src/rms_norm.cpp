@@ -28,8 +28,9 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   Tensor y = make_tensor(x.shape(), x.dtype(), "rms_norm");
   // stats: [M, kStatsPerRow] in x's dtype, saved for backward (none without one).
   Tensor stats = record ? make_tensor({M, tg::detail::kStatsPerRow}, x.dtype()) : Tensor();
+  double epsilon = 0.0;  // eps, or PyTorch's default: the machine epsilon of x's dtype
   tg::detail::dispatch_floating("rms_norm", x.dtype(), [&]<typename T>() {
-    const double epsilon = eps.value_or(std::numeric_limits<T>::epsilon());
+    epsilon = eps.value_or(std::numeric_limits<T>::epsilon());
     const auto forward = tg::detail::layer_norm_kernels_for_cpu().of<T>().rms_forward;
     forward(x.data<T>(), gamma.data<T>(), y.mutable_data<T>(), record ? stats.mutable_data<T>() : nullptr, M, N,
             epsilon);
@@ -37,9 +38,12 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
 
   if (record)
     autograd::record(y, "RmsNormBackward", {x, gamma},
-                     [saved_x = autograd::SavedTensor(x), saved_gamma = autograd::SavedTensor(gamma), stats, M, N](
-                         const Tensor& dy, autograd::GradInputs& grads) {
+                     [saved_x = autograd::SavedTensor(x), saved_gamma = autograd::SavedTensor(gamma), stats, M, N,
+                      epsilon](const Tensor& dy, autograd::GradInputs& grads) {
                        const Tensor &x = grads.unpack(saved_x), &gamma = grads.unpack(saved_gamma);
+                       if (grads.create_graph())
+                         return detail::normalized_rows_backward_differentiable(dy, x, gamma, epsilon, false, {M, N},
+                                                                                grads);
                        Tensor dx = make_tensor(x.shape(), x.dtype());
                        Tensor dgamma = make_tensor(gamma.shape(), x.dtype());
                        tg::detail::dispatch_floating("RmsNormBackward", x.dtype(), [&]<typename T>() {
