@@ -130,7 +130,8 @@ AttentionConstants attention_constants(const tg::detail::AttentionProblem<T>& p,
 // itself differentiated (create_graph), as PyTorch's math path: per head, from the connected q, k,
 // v and dO,
 //   S = scale·Q·Kᵀ + bias,  P = softmax(S) ∘ alive,  P̃ = P ∘ noise,
-//   dV = P̃ᵀ·dO,  dP = (dO·Vᵀ) ∘ noise,  dS = P ∘ (dP − Σ_j P∘dP),  dQ = scale·dS·K,  dK = scale·dSᵀ·Q.
+//   dV = P̃ᵀ·dO,  dP = (dO·Vᵀ) ∘ noise,  dS = P ∘ (dP − Σ_j P∘dP),
+//   dQ = scale·dS·K,  dK = scale·dSᵀ·Q.
 // Memory O(batch·L·S), which the fused kernels avoid; only differentiated passes take it.
 // q: [..., L, E], k: [..., S, E], v: [..., S, Ev], grad_out: [..., L, Ev].
 void attention_backward_differentiable(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,

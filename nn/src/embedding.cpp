@@ -106,8 +106,10 @@ Tensor embedding_backward_differentiable(const Tensor& dout, const Tensor& indic
     for (int64_t k = 0; k < n; ++k) ++counts[static_cast<size_t>(index[k])];
     std::vector<double> factors(static_cast<size_t>(n), 1.0);  // [n, 1]
     for (int64_t k = 0; k < n; ++k) {
-      if (index[k] == skip) factors[static_cast<size_t>(k)] = 0.0;
-      else if (scale_grad_by_freq) factors[static_cast<size_t>(k)] = 1.0 / static_cast<double>(counts[static_cast<size_t>(index[k])]);
+      const auto row = static_cast<size_t>(index[k]);
+      double& factor = factors[static_cast<size_t>(k)];
+      if (index[k] == skip) factor = 0.0;
+      else if (scale_grad_by_freq) factor = 1.0 / static_cast<double>(counts[row]);
     }
     contributions = contributions * tensor(factors, {n, 1}, dout.dtype());
   }
