@@ -1,5 +1,7 @@
 // gradcheck: the analytic Jacobian (one backward per output element) against the numeric one
 // (central differences, two evaluations per input element), compared element by element.
+// gradgradcheck: gradcheck of the function that returns the first gradients, taken with
+// create_graph, so that its analytic Jacobian is a double backward.
 #include "tapegrad/gradcheck.hpp"
 
 #include <cmath>
@@ -10,6 +12,7 @@
 
 #include "out_of_memory.hpp"
 #include "tapegrad/autograd.hpp"
+#include "tapegrad/autograd/grad.hpp"
 #include "tensor_impl.hpp"
 
 namespace tg {
@@ -192,6 +195,102 @@ GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Te
   return result;
 } catch (...) {
   detail::rethrow_out_of_memory_as("gradcheck");
+}
+
+namespace {
+
+// The message of a gradcheck run on first gradients, retold for gradgradcheck: its own name, and
+// which input's first gradient the worst output element belongs to (the output is the
+// concatenation of the flattened first gradients of the inputs that require grad, in input order).
+void retell_for_gradgradcheck(GradcheckResult& result, const std::vector<Tensor>& inputs) {
+  const std::string prefix = "gradcheck";
+  if (result.message.compare(0, prefix.size(), prefix) == 0) result.message.insert(0, "grad");
+  result.message += " [the function checked: (inputs, grad_output) -> the inputs' first gradients of "
+                    "sum(fn(inputs) * grad_output), taken with create_graph";
+  if (result.input == static_cast<int64_t>(inputs.size())) result.message += "; input " + std::to_string(result.input) + " is grad_output";
+  if (result.output_element >= 0) {
+    int64_t offset = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].requires_grad()) continue;
+      const int64_t n = inputs[i].numel();
+      if (result.output_element < offset + n) {
+        result.message += "; output element " + std::to_string(result.output_element) +
+                          " is the first gradient of input " + std::to_string(i) + " (shape " +
+                          to_string(inputs[i].shape()) + ") at " + index_in(result.output_element - offset, inputs[i].shape());
+        break;
+      }
+      offset += n;
+    }
+  }
+  result.message += "]";
+}
+
+}  // namespace
+
+GradcheckResult gradgradcheck(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs,
+                              const Tensor& grad_output, const GradcheckOptions& options) {
+  bool any_requires_grad = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check(inputs[i].defined(), "gradgradcheck", "input ", i, " is undefined");
+    check(inputs[i].dtype() == kFloat64, "gradgradcheck", "input ", i, " (shape ", inputs[i].shape(), ") is ",
+          inputs[i].dtype(), "; finite differences need float64 inputs (use .to(tg::kFloat64))");
+    any_requires_grad |= inputs[i].requires_grad();
+  }
+  check(any_requires_grad, "gradgradcheck", "no input requires grad; call requires_grad_() on the inputs to check");
+  check(is_grad_enabled(), "gradgradcheck",
+        "grad mode is off on this thread (a NoGradGuard is alive), so neither fn nor its backward is recorded; "
+        "call gradgradcheck outside the NoGradGuard");
+  check(grad_output.defined(), "gradgradcheck", "grad_output is undefined");
+  check(grad_output.dtype() == kFloat64, "gradgradcheck", "grad_output (shape ", grad_output.shape(), ") is ",
+        grad_output.dtype(), "; it must be float64 as the inputs");
+
+  const size_t n = inputs.size();
+  // (inputs..., v) -> cat(flatten(d sum(fn(inputs) · v) / d input_i) for the inputs requiring grad).
+  // gradcheck hands it private leaves that require grad exactly where the originals do.
+  const DifferentiableFunction first_gradients = [&fn, n](const std::vector<Tensor>& args) {
+    const std::vector<Tensor> x(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(n));
+    const Tensor& v = args[n];
+    const Tensor out = fn(x);
+    check(out.defined(), "gradgradcheck", "the function returned an undefined tensor");
+    check(out.shape() == v.shape(), "gradgradcheck", "the function returned shape ", out.shape(),
+          " but grad_output has shape ", v.shape(), "; they must match");
+    std::vector<Tensor> wrt;
+    for (const Tensor& input : x)
+      if (input.requires_grad()) wrt.push_back(input);
+    std::vector<Tensor> pieces;
+    if (out.requires_grad()) {
+      // An input the output does not reach has a zero gradient (torch drops it; zeros keep the
+      // output's layout the same at every evaluation).
+      pieces = autograd::grad({out}, wrt, {v},
+                              {.create_graph = true, .allow_unused = true, .materialize_grads = true});
+    } else {
+      for (const Tensor& input : wrt) pieces.push_back(zeros_like(input));
+    }
+    for (Tensor& piece : pieces) piece = piece.reshape({-1});
+    return cat(pieces, 0);
+  };
+  std::vector<Tensor> args = inputs;
+  args.push_back(grad_output);
+  GradcheckResult result = gradcheck(first_gradients, args, options);
+  retell_for_gradgradcheck(result, inputs);
+  return result;
+}
+
+GradcheckResult gradgradcheck(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options) {
+  check(is_grad_enabled(), "gradgradcheck",
+        "grad mode is off on this thread (a NoGradGuard is alive), so neither fn nor its backward is recorded; "
+        "call gradgradcheck outside the NoGradGuard");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    check(inputs[i].defined(), "gradgradcheck", "input ", i, " is undefined");
+  // As torch: one evaluation for the output's shape, then v ~ N(0, 1) of that shape, requiring
+  // grad so that the first gradients' linearity in v is checked too.
+  const Tensor out = fn(inputs);
+  check(out.defined(), "gradgradcheck", "the function returned an undefined tensor");
+  check(out.dtype() == kFloat64, "gradgradcheck", "the function must return a float64 tensor, got ", out.dtype());
+  Tensor v = randn(out.shape(), kFloat64);
+  v.requires_grad_();
+  return gradgradcheck(fn, inputs, v, options);
 }
 
 }  // namespace tg

@@ -24,6 +24,7 @@
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/error.hpp"
 #include "tapegrad/gradcheck.hpp"
+#include "tapegrad/autograd/functional.hpp"  // tg::autograd::functional: vjp, jvp, hvp, vhp, jacobian, hessian
 #include "tapegrad/npy.hpp"
 #include "tapegrad/memory.hpp"
 #include "tapegrad/parallel.hpp"

@@ -182,3 +182,65 @@ TEST_CASE("composed LayerNorm passes gradcheck with respect to x, gamma and beta
       [](const std::vector<Tensor>& in) { return layer_norm_last_two(in[0], in[1], in[2]); },
       (std::vector<Tensor>{x2, gamma, beta}));
 }
+
+// --- gradgradcheck: gradcheck of the first gradients, taken with create_graph ---
+
+TEST_CASE("gradgradcheck passes correct second derivatives", "[core][gradgradcheck]") {
+  tg::manual_seed(61);
+  const Tensor a = random_leaf({3, 4}), b = random_leaf({4});
+  const auto f = [](const std::vector<Tensor>& in) { return (in[0] * in[1]).tanh().sum({-1}); };
+  const tg::GradcheckResult r = tg::gradgradcheck(f, {a, b});
+  INFO(r.message);
+  REQUIRE(r.passed);
+  CHECK(r.message.rfind("gradgradcheck passed", 0) == 0);
+  // One error slot per input of the function checked: a, b and the random grad_output.
+  CHECK(r.max_abs_error.size() == 3);
+  CHECK(r.max_abs_error[0] < 1e-6);
+  CHECK(r.max_abs_error[2] < 1e-6);
+  CHECK_FALSE(a.grad().defined());
+  // A linear function: zero second derivatives, first gradients that depend on grad_output only.
+  const tg::GradcheckResult linear = tg::gradgradcheck([](const std::vector<Tensor>& in) { return in[0] * 3.0; }, {a});
+  INFO(linear.message);
+  CHECK(linear.passed);
+}
+
+TEST_CASE("gradgradcheck catches a backward that is right once but not twice", "[core][gradgradcheck]") {
+  // f(x) = tanh(x²), with a hook that hands on a detached copy of the gradient of x²: its value,
+  // so the first derivative, is right (gradcheck passes), but the double backward loses the
+  // dependence of that gradient on x and on grad_output.
+  tg::manual_seed(62);
+  const Tensor x = random_leaf({2, 3}, 0.5, 1.5);
+  const auto f = [](const std::vector<Tensor>& in) {
+    const Tensor square = in[0] * in[0];
+    square.register_hook([](const Tensor& grad) { return grad.detach(); });
+    return square.tanh();
+  };
+  const tg::GradcheckResult once = tg::gradcheck(f, {x});
+  INFO(once.message);
+  REQUIRE(once.passed);
+  const tg::GradcheckResult twice = tg::gradgradcheck(f, {x});
+  INFO(twice.message);
+  REQUIRE_FALSE(twice.passed);
+  CHECK(twice.message.rfind("gradgradcheck FAILED", 0) == 0);
+  CHECK(twice.message.find("first gradient of input 0 (shape [2, 3])") != std::string::npos);
+}
+
+TEST_CASE("gradgradcheck takes a given grad_output, and checks its arguments", "[core][gradgradcheck][errors]") {
+  tg::manual_seed(63);
+  const Tensor x = random_leaf({2, 2});
+  const auto f = [](const std::vector<Tensor>& in) { return in[0].exp() * in[0]; };
+  // A constant grad_output (not requiring grad): only the inputs' second derivatives are checked.
+  const tg::GradcheckResult r = tg::gradgradcheck(f, {x}, tg::ones({2, 2}, tg::kFloat64));
+  INFO(r.message);
+  CHECK(r.passed);
+  CHECK(r.max_abs_error[1] == 0.0);
+  REQUIRE_TG_ERROR(tg::gradgradcheck(f, {x}, tg::ones({3}, tg::kFloat64)),
+                   Catch::Contains("gradgradcheck") && Catch::Contains("[2, 2]") && Catch::Contains("[3]"));
+  REQUIRE_TG_ERROR(tg::gradgradcheck(f, {x}, tg::ones({2, 2})),
+                   Catch::Contains("gradgradcheck") && Catch::Contains("float64"));
+  REQUIRE_TG_ERROR(tg::gradgradcheck(f, {x.detach().to(tg::kFloat32).requires_grad_()}),
+                   Catch::Contains("gradgradcheck") && Catch::Contains("float32"));
+  REQUIRE_TG_ERROR(tg::gradgradcheck(f, {x.detach()}), Catch::Contains("requires grad"));
+  tg::NoGradGuard no_grad;
+  REQUIRE_TG_ERROR(tg::gradgradcheck(f, {x}), Catch::Contains("gradgradcheck") && Catch::Contains("grad mode is off"));
+}

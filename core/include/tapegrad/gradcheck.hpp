@@ -18,6 +18,21 @@
 /// Every evaluation of fn, the finite differences' included, runs in the caller's grad mode (as
 /// PyTorch's gradcheck), so fn may do what needs grad mode, such as registering a hook on an
 /// intermediate result; calling gradcheck while a NoGradGuard is alive is an error.
+///
+/// tg::gradgradcheck checks second derivatives the same way, as torch.autograd.gradgradcheck: it
+/// draws a random grad_output v (N(0, 1), float64, requiring grad) of fn's output shape, then
+/// gradchecks the function (inputs, v) -> the gradients of sum(fn(inputs) · v) with respect to the
+/// inputs that require grad, taken by autograd::grad with create_graph and flattened into one
+/// vector. Its analytic Jacobian is a backward through the recorded backward (a double backward),
+/// its numeric one finite differences of first gradients:
+///
+/// @code
+///   auto f = [](const std::vector<tg::Tensor>& in) { return in[0].tanh() * in[1]; };
+///   tg::GradcheckResult r = tg::gradgradcheck(f, {a, b});  // a, b: float64, requires_grad
+/// @endcode
+///
+/// An op whose backward cannot be differentiated (once_differentiable) makes it throw tg::Error
+/// naming that op; one whose recorded backward is wrong makes it fail with the worst element.
 #pragma once
 
 #include <cstdint>
@@ -58,5 +73,18 @@ using DifferentiableFunction = std::function<Tensor(const std::vector<Tensor>&)>
 /// Compares the analytic gradients of fn at `inputs` with central finite differences (gradcheck.hpp).
 GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
+
+/// Compares the second derivatives of fn at `inputs` with finite differences of its first ones,
+/// as torch.autograd.gradgradcheck: gradcheck of (inputs, v) -> the inputs' gradients of
+/// sum(fn(inputs) · v), taken with create_graph, for a random v (gradcheck.hpp). In the result,
+/// input `inputs.size()` is v, and an output element is one element of the first gradients
+/// concatenated in input order (the message names which input's gradient it is).
+GradcheckResult gradgradcheck(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {});
+
+/// gradgradcheck with the grad_output given (torch's `grad_outputs`): fn's output shape, float64.
+/// Its second derivatives are checked too when it requires grad; otherwise it is a constant.
+GradcheckResult gradgradcheck(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs,
+                              const Tensor& grad_output, const GradcheckOptions& options = {});
 
 }  // namespace tg
