@@ -67,7 +67,7 @@ def main():
     parser.add_argument("--adam-steps", type=int, default=200)
     parser.add_argument("--adam-lr", type=float, default=1e-3)
     parser.add_argument("--lbfgs-steps", type=int, default=1)
-    parser.add_argument("--lbfgs-iters", type=int, default=100)
+    parser.add_argument("--lbfgs-iters", type=int, default=150)
     parser.add_argument("--history", type=int, default=50)
     parser.add_argument("--float32", action="store_true")
     args = parser.parse_args()
