@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -260,4 +261,38 @@ TEST_CASE("LBFGS's state dict resumes the run bitwise and is validated", "[optim
   bad = opt.state_dict();
   bad.param_groups.at(0).options.at("max_iter") = 2.5;
   REQUIRE_TG_ERROR(resumed.load_state_dict(bad), Contains("max_iter"));
+}
+
+TEST_CASE("LBFGS's state and options go through a checkpoint", "[optim][lbfgs]") {
+  // line_search_fn is the one string option of any optimizer: the checkpoint's JSON must keep it.
+  const auto train = [](tg::nn::Linear& model, LBFGS& opt, int steps) {
+    const Tensor x = tg::tensor(std::vector<double>{1, 2, -1, 0.5, 0, 3}, {3, 2}, tg::kFloat64);
+    const Tensor y = tg::tensor(std::vector<double>{1, -1, 2}, {3, 1}, tg::kFloat64);
+    for (int step = 0; step < steps; ++step)
+      opt.step([&] {
+        opt.zero_grad();
+        Tensor loss = (model(x) - y).pow(2).mean();
+        loss.backward();
+        return loss;
+      });
+  };
+  tg::manual_seed(0);
+  tg::nn::Linear model(2, 1);
+  model.to(tg::kFloat64);
+  LBFGS opt(model.parameters(), {.max_iter = 3, .history_size = 2, .line_search_fn = "strong_wolfe"});
+  train(model, opt, 2);
+  const std::string path = (std::filesystem::temp_directory_path() / "tg_lbfgs_checkpoint.safetensors").string();
+  tg::save(model, opt, path);
+
+  tg::nn::Linear restored(2, 1);
+  restored.to(tg::kFloat64);
+  LBFGS restored_opt(restored.parameters());
+  tg::load(restored, restored_opt, path);
+  std::filesystem::remove(path);
+  CHECK(restored_opt.options().line_search_fn == std::optional<std::string>("strong_wolfe"));
+  CHECK(restored_opt.options().history_size == 2);
+  for (const char* name : kStateNames) CHECK(same_bits(restored_opt.state(0).at(name), opt.state(0).at(name)));
+  train(model, opt, 1);
+  train(restored, restored_opt, 1);
+  CHECK(same_bits(restored.weight.detach(), model.weight.detach()));
 }
