@@ -42,12 +42,15 @@ JsonValue parse_json(const std::string& text, const std::string& key, const std:
   return parse_json_value(text, "load", path, key);
 }
 
-// A hyper-parameter of the file: a JSON number, true/false or a list of numbers (Adam's betas).
+// A hyper-parameter of the file: a JSON number, true/false, a list of numbers (Adam's betas) or a
+// string (LBFGS's line_search_fn).
 optim::OptionValue option_value(const JsonValue& value, const std::string& key, const std::string& path) {
-  check(value.is_number() || value.kind == JsonValue::Kind::Boolean || value.is_array_of_numbers(), "load", "'",
-        path, "': the optimizer option '", key, "' is neither a number, nor true/false, nor a list of numbers: ",
-        value.dump());
+  check(value.is_number() || value.kind == JsonValue::Kind::Boolean || value.is_array_of_numbers() ||
+            value.kind == JsonValue::Kind::String,
+        "load", "'", path, "': the optimizer option '", key,
+        "' is neither a number, nor true/false, nor a list of numbers, nor a string: ", value.dump());
   if (value.kind == JsonValue::Kind::Boolean) return value.boolean;
+  if (value.kind == JsonValue::Kind::String) return value.string;
   if (value.is_number()) return value.number;
   std::vector<double> numbers;
   for (const JsonValue& item : value.items) numbers.push_back(item.number);
@@ -58,6 +61,7 @@ optim::OptionValue option_value(const JsonValue& value, const std::string& key, 
 std::string option_json(const optim::OptionValue& option) {
   if (const bool* flag = std::get_if<bool>(&option)) return *flag ? "true" : "false";
   if (const double* number = std::get_if<double>(&option)) return json_number(*number);
+  if (const std::string* name = std::get_if<std::string>(&option)) return json_string(*name, "the option value", "save");
   return json_array(std::get<std::vector<double>>(option), json_number);
 }
 

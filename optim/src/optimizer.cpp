@@ -68,7 +68,7 @@ void Optimizer::follow_dtype(size_t index) {
   // PyTorch's load_state_dict casts state to its parameter's dtype. The step count stays float64.
   const Tensor& param = params_[index];
   for (auto& [name, tensor] : state_[index]) {
-    if (name == kStepState || tensor.dtype() == param.dtype()) continue;
+    if (keeps_float64(name) || tensor.dtype() == param.dtype()) continue;
     tensor = tensor.detach().to(param.dtype());
   }
 }
@@ -208,6 +208,23 @@ std::map<int64_t, size_t> match_indices(const OptimizerStateDict& state_dict, co
 
 }  // namespace
 
+void Optimizer::check_state_tensor(const Tensor& param, int64_t index, const std::string& name,
+                                   const Tensor& tensor) const {
+  const Shape expected_shape = name == kStepState ? Shape{} : param.shape();
+  check(tensor.defined() && tensor.shape() == expected_shape, name_, "load_state_dict: expected the '", name,
+        "' of parameter index ", index, name == kStepState ? " to be a 0-d count " : " to have its parameter's shape ",
+        expected_shape, ", got ", tensor.defined() ? tensor.shape() : Shape{}, tensor.defined() ? "" : " (undefined)");
+  check(tensor.dtype() == kFloat32 || tensor.dtype() == kFloat64, name_, "load_state_dict: expected the '", name,
+        "' of parameter index ", index, " to be floating point, got ", tensor.dtype());
+  if (name == kStepState) {
+    // The bias corrections take beta^step: a negative or fractional count would corrupt them.
+    const double steps = tensor.to(kFloat64).item<double>();
+    check(steps >= 0 && std::isfinite(steps) && steps == std::floor(steps), name_,
+          "load_state_dict: expected the 'step' of parameter index ", index, " to be a whole number >= 0, got ",
+          steps);
+  }
+}
+
 void Optimizer::check_state_dict(const OptimizerStateDict& state_dict) const {
   const std::map<int64_t, size_t> own_index = match_indices(state_dict, group_sizes_, name_);
   const std::vector<std::string> names = state_names();
@@ -219,20 +236,7 @@ void Optimizer::check_state_dict(const OptimizerStateDict& state_dict) const {
     for (const auto& [name, tensor] : entries) {
       check(std::find(names.begin(), names.end(), name) != names.end(), name_, "load_state_dict: unknown state '",
             name, "' for parameter index ", index);
-      const Shape expected_shape = name == kStepState ? Shape{} : param.shape();
-      check(tensor.defined() && tensor.shape() == expected_shape, name_, "load_state_dict: expected the '", name,
-            "' of parameter index ", index, name == kStepState ? " to be a 0-d count " : " to have its parameter's shape ",
-            expected_shape, ", got ",
-            tensor.defined() ? tensor.shape() : Shape{}, tensor.defined() ? "" : " (undefined)");
-      check(tensor.dtype() == kFloat32 || tensor.dtype() == kFloat64, name_, "load_state_dict: expected the '", name,
-            "' of parameter index ", index, " to be floating point, got ", tensor.dtype());
-      if (name == kStepState) {
-        // The bias corrections take beta^step: a negative or fractional count would corrupt them.
-        const double steps = tensor.to(kFloat64).item<double>();
-        check(steps >= 0 && std::isfinite(steps) && steps == std::floor(steps), name_,
-              "load_state_dict: expected the 'step' of parameter index ", index,
-              " to be a whole number >= 0, got ", steps);
-      }
+      check_state_tensor(param, index, name, tensor);
     }
   }
   for (const ParamGroupState& group : state_dict.param_groups)
@@ -249,7 +253,7 @@ void Optimizer::load_state_dict(const OptimizerStateDict& state_dict) {
   for (const auto& [index, entries] : state_dict.state) {
     const size_t i = own_index.at(index);
     for (const auto& [name, tensor] : entries) {
-      const DType dtype = name == kStepState ? kFloat64 : params_[i].dtype();
+      const DType dtype = keeps_float64(name) ? kFloat64 : params_[i].dtype();
       state[i].emplace(name, tensor.detach().to(dtype).clone());
     }
   }

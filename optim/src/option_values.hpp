@@ -43,7 +43,10 @@ T option_of(const char* op, const OptionValues& values, const char* key, std::op
   if (it == values.end() && fallback) return *fallback;
   check(it != values.end(), op, "load_state_dict: a parameter group has no '", key, "'");
   const T* value = std::get_if<T>(&it->second);
-  const char* kind = std::is_same_v<T, bool> ? "a flag (true or false)" : std::is_same_v<T, double> ? "a number" : "a list of numbers";
+  const char* kind = std::is_same_v<T, bool>          ? "a flag (true or false)"
+                     : std::is_same_v<T, double>      ? "a number"
+                     : std::is_same_v<T, std::string> ? "a string"
+                                                      : "a list of numbers";
   check(value != nullptr, op, "load_state_dict: expected '", key, "' to be ", kind);
   return *value;
 }

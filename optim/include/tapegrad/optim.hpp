@@ -7,6 +7,7 @@
 
 #include "tapegrad/optim/adagrad.hpp"
 #include "tapegrad/optim/adam.hpp"
+#include "tapegrad/optim/lbfgs.hpp"
 #include "tapegrad/optim/lr_scheduler.hpp"
 #include "tapegrad/optim/optimizer.hpp"
 #include "tapegrad/optim/rmsprop.hpp"

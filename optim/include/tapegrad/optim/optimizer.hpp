@@ -27,9 +27,9 @@
 
 namespace tg::optim {
 
-/// A hyper-parameter as PyTorch's param_groups hold it: a number (lr, momentum), a flag (nesterov)
-/// or a tuple of numbers (Adam's betas).
-using OptionValue = std::variant<double, bool, std::vector<double>>;
+/// A hyper-parameter as PyTorch's param_groups hold it: a number (lr, momentum), a flag (nesterov),
+/// a tuple of numbers (Adam's betas) or a name (LBFGS's line_search_fn; "" for PyTorch's None).
+using OptionValue = std::variant<double, bool, std::vector<double>, std::string>;
 using OptionValues = std::map<std::string, OptionValue>;  ///< a group's hyper-parameters by PyTorch's names
 
 /// The named state tensors of one parameter (SGD: "momentum_buffer"), each of its parameter's shape
@@ -70,7 +70,8 @@ class Optimizer {
   /// One update of every parameter whose grad is defined, group by group. Every grad is checked
   /// first (its parameter's dtype and shape), so that a bad one leaves every parameter as it was.
   /// State made before Module::to changed a parameter's dtype is converted to the new dtype first.
-  void step();
+  /// Virtual so that an optimizer that needs a closure (LBFGS) can refuse it.
+  virtual void step();
   /// Sets every parameter's grad to undefined (PyTorch 2's zero_grad(set_to_none=True)): the next
   /// backward then writes a fresh gradient instead of adding into a zeroed one.
   void zero_grad();
@@ -141,10 +142,23 @@ class Optimizer {
   virtual void set_group_lr(size_t group, double lr) = 0;  ///< lr already checked
   /// The names of the per-parameter state this optimizer keeps ("momentum_buffer").
   virtual std::vector<std::string> state_names() const = 0;
+  /// Whether the state `name` stays float64 whatever its parameter's dtype (a count such as "step"),
+  /// rather than following the parameter's dtype.
+  virtual bool keeps_float64(const std::string& name) const { return name == kStepState; }
+  /// Throws tg::Error unless `tensor` fits as the state `name` of `param` (index `index` of the state
+  /// dict, for the message): by default a 0-d whole-number count for "step", the parameter's shape
+  /// for the others, floating point.
+  virtual void check_state_tensor(const Tensor& param, int64_t index, const std::string& name,
+                                  const Tensor& tensor) const;
+
+  /// The live state of parameter `index`, for an optimizer whose step does not go through update().
+  ParamState& mutable_state(size_t index) { return state_.at(index); }
+  /// Counts one call to step(), for an optimizer that overrides it.
+  void count_step() { ++step_count_; }
+  /// Converts the state of parameter `index` to its parameter's dtype, when Module::to changed it.
+  void follow_dtype(size_t index);
 
  private:
-  // Converts the state of parameter `index` to its parameter's dtype, when Module::to changed it.
-  void follow_dtype(size_t index);
 
   const char* name_;
   std::vector<Tensor> params_;       // every group's, group after group
