@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "autograd/node.hpp"
+#include "tapegrad/autograd/grad.hpp"
 #include "convert.hpp"
 #include "dispatch.hpp"
 #include "memory/block_cache.hpp"
@@ -426,9 +427,26 @@ HookHandle Tensor::register_hook(std::function<Tensor(const Tensor& grad)> hook)
   check(requires_grad(), "register_hook", "cannot register a hook on a tensor (shape ", shape(),
         ") that does not require grad");
   check(static_cast<bool>(hook), "register_hook", "empty hook function");
-  autograd::Node& node = impl_->grad_fn ? *impl_->grad_fn : autograd::grad_accumulator(*this);
-  return autograd::add_hook(node.grad_hooks, autograd::GradHook(std::move(hook)));
+  autograd::OutputHooks& hooks = impl_->grad_fn ? impl_->grad_fn->hooks_of(impl_->output_nr)
+                                                : autograd::grad_accumulator(*this).hooks_of(0);
+  return autograd::add_hook(hooks.hooks, autograd::GradHook(std::move(hook)));
 }
+
+Tensor& Tensor::retain_grad() {
+  check(defined(), "retain_grad", "undefined tensor");
+  check(requires_grad(), "retain_grad", "cannot retain the gradient of a tensor (shape ", shape(),
+        ") that does not require grad");
+  if (impl_->grad_fn) impl_->grad_fn->hooks_of(impl_->output_nr).retains_grad = impl_;
+  return *this;
+}
+
+bool Tensor::retains_grad() const {
+  const TensorImpl& impl = checked(*this, "retains_grad");
+  if (!impl.grad_fn || impl.grad_fn->output_hooks.size() <= impl.output_nr) return false;
+  return impl.grad_fn->output_hooks[impl.output_nr].retains_grad.lock().get() == &impl;
+}
+
+uint32_t Tensor::output_nr() const { return checked(*this, "output_nr").output_nr; }
 
 HookHandle Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook) const {
   check(defined(), "register_post_accumulate_grad_hook", "undefined tensor");
@@ -447,24 +465,65 @@ const char* Tensor::grad_fn_name() const {
 
 namespace {
 // Memory exhaustion anywhere in the engine or in a node's backward leaves as tg::Error.
-void run_backward_or_throw(const Tensor& root, const Tensor& seed) {
+std::vector<Tensor> run_backward_or_throw(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
+                                          const autograd::PassOptions& options) {
   try {
-    autograd::run_backward(root, seed);
+    return autograd::run_backward(roots, seeds, options);
   } catch (const detail::OutOfMemoryError& error) {  // a tensor, or an op called by a node's backward
     throw detail::OutOfMemoryError("backward", error.what_failed());
   } catch (const std::bad_alloc&) {
     throw detail::OutOfMemoryError(
-        "backward", detail::concat("out of memory while back-propagating from a tensor of shape ", root.shape()));
+        "backward", detail::concat("out of memory while back-propagating from a tensor of shape ", roots[0].shape()));
   }
+}
+
+// The seed of backward() on a one-element tensor: d(self)/d(self) = 1.
+Tensor implicit_seed(const Tensor& t, const char* op) {
+  check(t.numel() == 1, op, "grad can be implicitly created only for a one-element output, got shape ", t.shape(),
+        "; pass a grad_output of that shape");
+  return ones(t.shape(), t.dtype());
+}
+
+// Checks that the tensors to differentiate are in the graph and their seeds match them; empty
+// seeds mean one-element outputs seeded with 1.
+std::vector<Tensor> checked_seeds(const std::vector<Tensor>& outputs, const std::vector<Tensor>& seeds,
+                                  const char* op) {
+  check(!outputs.empty(), op, "no tensors to differentiate");
+  check(seeds.empty() || seeds.size() == outputs.size(), op, "got ", seeds.size(), " gradients for ",
+        outputs.size(), " tensors");
+  std::vector<Tensor> checked;
+  checked.reserve(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& output = outputs[i];
+    check(output.defined(), op, "tensor ", i, " is undefined");
+    check(output.requires_grad(), op, "tensor ", i, " (shape ", output.shape(),
+          ") does not require grad and does not have a grad_fn");
+    if (seeds.empty() || !seeds[i].defined()) {
+      checked.push_back(implicit_seed(output, op));
+      continue;
+    }
+    const Tensor& seed = seeds[i];
+    check(seed.shape() == output.shape() && seed.dtype() == output.dtype(), op, "grad_output ", i, " of shape ",
+          seed.shape(), " (", seed.dtype(), ") does not match the output of shape ", output.shape(), " (",
+          output.dtype(), ")");
+    // A recorded pass differentiates through the seed too; otherwise it is data.
+    checked.push_back(seed.requires_grad() && is_grad_enabled() ? seed : seed.detach());
+  }
+  return checked;
+}
+
+autograd::PassOptions pass_options(const BackwardOptions& options) {
+  return {.keep_graph = options.retain_graph.value_or(options.create_graph),
+          .create_graph = options.create_graph,
+          .targets = options.inputs,
+          .accumulate_targets = true};
 }
 }  // namespace
 
 void Tensor::backward() const {
   check(defined(), "backward", "undefined tensor");
-  check(numel() == 1, "backward", "grad can be implicitly created only for a one-element output, got shape ",
-        shape(), "; pass a grad_output of that shape");
   // The seed is ours alone: hand it to the engine without the detached view backward(g) makes.
-  run_backward_or_throw(*this, ones(shape(), dtype()));
+  run_backward_or_throw({*this}, {implicit_seed(*this, "backward")}, {});
 }
 
 void Tensor::backward(const Tensor& grad_output) const {
@@ -472,7 +531,52 @@ void Tensor::backward(const Tensor& grad_output) const {
   check(grad_output.shape() == shape() && grad_output.dtype() == dtype(), "backward", "grad_output of shape ",
         grad_output.shape(), " (", grad_output.dtype(), ") does not match the output of shape ", shape(), " (",
         dtype(), ")");
-  run_backward_or_throw(*this, grad_output.detach());
+  run_backward_or_throw({*this}, {grad_output.detach()}, {});
 }
+
+void Tensor::backward(const BackwardOptions& options) const { autograd::backward({*this}, {}, options); }
+
+void Tensor::backward(const Tensor& grad_output, const BackwardOptions& options) const {
+  check(grad_output.defined(), "backward", "undefined grad_output");
+  autograd::backward({*this}, {grad_output}, options);
+}
+
+namespace autograd {
+
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
+              const BackwardOptions& options) {
+  const std::vector<Tensor> seeds = checked_seeds(tensors, grad_tensors, "backward");
+  for (size_t i = 0; i < options.inputs.size(); ++i)
+    check(options.inputs[i].defined() && options.inputs[i].requires_grad(), "backward", "inputs[", i, "]",
+          options.inputs[i].defined() ? detail::concat(" (shape ", options.inputs[i].shape(), ")") : std::string(),
+          " does not require grad");
+  run_backward_or_throw(tensors, seeds, pass_options(options));
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, const GradOptions& options) {
+  const std::vector<Tensor> seeds = checked_seeds(outputs, grad_outputs, "autograd::grad");
+  check(!inputs.empty(), "autograd::grad", "no inputs to differentiate with respect to");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    check(inputs[i].defined() && inputs[i].requires_grad(), "autograd::grad", "inputs[", i, "]",
+          inputs[i].defined() ? detail::concat(" (shape ", inputs[i].shape(), ")") : std::string(),
+          " does not require grad: it is not part of any graph");
+  std::vector<Tensor> grads = run_backward_or_throw(
+      outputs, seeds,
+      {.keep_graph = options.retain_graph.value_or(options.create_graph),
+       .create_graph = options.create_graph,
+       .targets = inputs,
+       .accumulate_targets = false});
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (grads[i].defined()) continue;
+    check(options.allow_unused || options.materialize_grads, "autograd::grad", "inputs[", i, "] (shape ",
+          inputs[i].shape(), ") was not used to compute the outputs (no gradient reached it); pass "
+          "allow_unused = true to get an undefined tensor for it");
+    if (options.materialize_grads) grads[i] = zeros(inputs[i].shape(), inputs[i].dtype());
+  }
+  return grads;
+}
+
+}  // namespace autograd
 
 }  // namespace tg

@@ -42,6 +42,7 @@ struct TensorImpl {
   bool requires_grad = false;  // set on leaves by requires_grad_(); implied by grad_fn
   std::shared_ptr<Storage> storage;
   std::shared_ptr<autograd::Node> grad_fn;  // the node that produced this tensor; null for leaves
+  uint32_t output_nr = 0;                   // which of grad_fn's outputs this tensor is
   // A leaf's one gradient sink, made when the leaf is first used by a recorded op.
   std::shared_ptr<autograd::AccumulateGrad> grad_accumulator;
   Tensor grad;  // accumulated gradient of a leaf; read and replaced under autograd::grad_mutex

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "tapegrad/autograd.hpp"
+#include "tapegrad/autograd/grad.hpp"
 #include "tapegrad/cpu.hpp"
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/error.hpp"

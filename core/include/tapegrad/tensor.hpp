@@ -40,6 +40,7 @@ struct TensorImpl;  // the library's own: core/src/tensor_impl.hpp, not installe
 namespace detail {
 struct TensorAccess;
 }
+struct BackwardOptions;
 
 /// A dense, row-major, N-d array of float32, float64, int64 or bool whose operations are recorded
 /// on a tape; a cheap handle whose copies share storage and autograd state, like torch::Tensor.
@@ -90,6 +91,17 @@ class Tensor {
   void set_grad(const Tensor& grad) const;
   void backward() const;              ///< on a one-element tensor: d(self)/d(self) = 1
   void backward(const Tensor& grad_output) const;  ///< vector-Jacobian product with grad_output
+  /// backward() with torch.Tensor.backward's keyword arguments (retain_graph, create_graph,
+  /// inputs): `loss.backward({.create_graph = true})`.
+  void backward(const BackwardOptions& options) const;
+  /// backward(grad_output) with torch.Tensor.backward's keyword arguments.
+  void backward(const Tensor& grad_output, const BackwardOptions& options) const;
+  /// A non-leaf keeps the gradient backward computes for it in grad() (accumulating, as a leaf
+  /// does); on a leaf nothing changes (leaves keep theirs anyway). torch.Tensor.retain_grad.
+  Tensor& retain_grad();
+  bool retains_grad() const;  ///< whether retain_grad() was called on this non-leaf
+  /// Which output of its grad_fn this tensor is (0 for ops with one output, and for leaves).
+  uint32_t output_nr() const;
   Tensor detach() const;  ///< shares storage, cut from the tape
   const char* grad_fn_name() const;  ///< name of the recording op, or nullptr for leaves
 
@@ -307,6 +319,19 @@ class Tensor {
  private:
   friend struct detail::TensorAccess;  // the library's kernels reach the TensorImpl through it
   std::shared_ptr<TensorImpl> impl_;
+};
+
+/// torch.Tensor.backward's keyword arguments, for Tensor::backward and tg::autograd::backward.
+struct BackwardOptions {
+  /// Keep what the graph saved so that it can be differentiated through again. Defaults to
+  /// create_graph (as in PyTorch); without it a second backward through the graph is an error.
+  std::optional<bool> retain_graph{};
+  /// Record the backward pass itself, so that the gradients it computes (a leaf's grad() included)
+  /// have a grad_fn and can be differentiated again: gradient penalties, Hessian-vector products.
+  bool create_graph = false;
+  /// When not empty, only these tensors' grad() receive the gradient (leaves, or non-leaves, whose
+  /// grad() then accumulates as with retain_grad); other leaves are left alone.
+  std::vector<Tensor> inputs{};
 };
 
 // --- creation ---

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
@@ -62,7 +63,8 @@ Node::~Node() {
   // which frees nothing but may make a second edge to the same node (y * y) the last one.
   std::shared_ptr<Node> orphans;
   const auto adopt = [&orphans](Edges& edges) noexcept {
-    for (std::shared_ptr<Node>& edge : edges) {
+    for (Edge& edge_to : edges) {
+      std::shared_ptr<Node>& edge = edge_to.function;
       if (edge && edge.use_count() == 1) {
         edge->next_orphan_ = std::move(orphans);
         orphans = std::move(edge);
@@ -85,16 +87,46 @@ std::mutex& grad_mutex(const TensorImpl* impl) {
   return stripes[(reinterpret_cast<uintptr_t>(impl) / alignof(TensorImpl)) % stripes.size()];
 }
 
-bool GradInputs::needed(size_t input) const { return node_.next[input] != nullptr; }
+bool GradInputs::needed(size_t input) const { return static_cast<bool>(node_->next[input]); }
 
-const Tensor& GradInputs::unpack(const SavedTensor& saved) const {
+SavedTensor::SavedTensor(const Tensor& tensor, Kind kind, uint32_t output_nr)
+    : tensor_(tensor.detach()), version_(tg::detail::impl_of(tensor)->storage->version), output_nr_(output_nr),
+      kind_(kind) {
+  if (kind == kOutput) return;
+  const TensorImpl* impl = tg::detail::impl_of(tensor);
+  if (impl->grad_fn) {
+    producer_ = impl->grad_fn;
+    output_nr_ = impl->output_nr;
+  } else if (impl->requires_grad) {
+    producer_ = std::static_pointer_cast<Node>(grad_accumulator_ptr(tensor));
+    leaf_ = true;
+  }
+}
+
+Tensor GradInputs::unpack(const SavedTensor& saved) const {
   const TensorImpl& impl = *tg::detail::impl_of(saved.tensor_);
   check(impl.storage->version == saved.version_, "backward", "a ", impl.dtype, " tensor of shape ", impl.shape,
-        " that ", node_.name, " saved for the gradient was modified by an in-place operation: it is at version ",
+        " that ", node_->name, " saved for the gradient was modified by an in-place operation: it is at version ",
         impl.storage->version, ", expected version ", saved.version_,
         ". Don't write to a tensor (fill_, copy_, optimizer.step(), ...) between the forward pass that uses it "
         "and backward");
-  return saved.tensor_;
+  if (!create_graph_) return saved.tensor_;
+  // A recorded backward differentiates through what was saved: the same bytes, in the graph again.
+  std::shared_ptr<Node> producer = saved.kind_ == SavedTensor::kOutput ? node_ : saved.producer_.lock();
+  if (!producer) return saved.tensor_;  // a constant of the backward
+  auto attached = std::make_shared<TensorImpl>();
+  attached->shape = impl.shape;
+  attached->numel = impl.numel;
+  attached->dtype = impl.dtype;
+  attached->storage = impl.storage;
+  if (saved.leaf_) {
+    attached->requires_grad = true;
+    attached->grad_accumulator = std::static_pointer_cast<AccumulateGrad>(std::move(producer));
+  } else {
+    attached->grad_fn = std::move(producer);
+    attached->output_nr = saved.output_nr_;
+  }
+  return tg::detail::TensorAccess::wrap(std::move(attached));
 }
 
 AccumulateGrad::AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf)
@@ -153,29 +185,40 @@ void AccumulateGrad::end_pass(bool failed) {
   changed_in_pass = false;
 }
 
-AccumulateGrad& grad_accumulator(const Tensor& leaf) {
+const std::shared_ptr<AccumulateGrad>& grad_accumulator_ptr(const Tensor& leaf) {
   TensorImpl* impl = tg::detail::impl_of(leaf);
   // Locked: threads that record ops on a shared parameter must agree on its one accumulator.
   const std::lock_guard lock(grad_mutex(impl));
   if (!impl->grad_accumulator) impl->grad_accumulator = std::make_shared<AccumulateGrad>(tg::detail::impl_ptr_of(leaf));
-  return *impl->grad_accumulator;
+  return impl->grad_accumulator;
 }
 
-std::shared_ptr<Node> gradient_edge(const Tensor& input) {
+AccumulateGrad& grad_accumulator(const Tensor& leaf) { return *grad_accumulator_ptr(leaf); }
+
+Edge gradient_edge(const Tensor& input) {
   TensorImpl* impl = tg::detail::impl_of(input);
-  if (impl->grad_fn) return impl->grad_fn;
+  if (impl->grad_fn) return Edge{impl->grad_fn, impl->output_nr};
   if (impl->requires_grad) {
     grad_accumulator(input);
-    return impl->grad_accumulator;
+    return Edge{impl->grad_accumulator, 0};
   }
-  return nullptr;
+  return Edge{};
+}
+
+void make_output_edge(Tensor& output, std::shared_ptr<Node> node, uint32_t output_nr) {
+  TensorImpl* impl = tg::detail::impl_of(output);
+  impl->grad_fn = std::move(node);
+  impl->output_nr = output_nr;
 }
 
 void accumulate(Tensor& accumulator, const Tensor& grad, const char* what) {
   check(accumulator.shape() == grad.shape() && accumulator.dtype() == grad.dtype(), "backward",
         "cannot add a gradient of shape ", grad.shape(), " (", grad.dtype(), ") to a ", what, " of shape ",
         accumulator.shape(), " (", accumulator.dtype(), ")");
-  accumulator = detail::add_same_shape(accumulator, grad);
+  if (is_grad_enabled() && (accumulator.requires_grad() || grad.requires_grad()))
+    accumulator = accumulator + grad;  // a recorded backward: the sum is differentiated too
+  else
+    accumulator = detail::add_same_shape(accumulator, grad);
 }
 
 namespace {
@@ -187,15 +230,24 @@ struct Scratch {
   std::vector<std::shared_ptr<Node>> ready;
   std::vector<std::shared_ptr<Node>> order;
   std::vector<Tensor> grads;
+  std::vector<Tensor> outputs;
   bool in_use = false;
+};
+
+// The pass's one root: it hands each root tensor its seed gradient, so that a pass from several
+// tensors (autograd::grad, autograd::backward) is a pass from one node.
+struct GraphRoot final : Node {
+  explicit GraphRoot(std::vector<Tensor> seeds) : Node("GraphRoot"), seeds(std::move(seeds)) {}
+  void apply(const Tensor&, GradInputs& grads) override {
+    for (size_t i = 0; i < seeds.size(); ++i) grads.set(i, seeds[i]);
+  }
+  std::vector<Tensor> seeds;
 };
 
 // Fills `order` with the nodes reachable from `root`, each after every node that feeds gradient
 // into it (Kahn's order). The list owns the nodes until the pass ends: edges are cleared while it
 // runs.
-void topological_order(const std::shared_ptr<Node>& root, Scratch& scratch) {
-  static std::atomic<uint64_t> last_pass{0};
-  const uint64_t pass = ++last_pass;  // marks the nodes this pass has seen, without a hash set
+void topological_order(const std::shared_ptr<Node>& root, Scratch& scratch, uint64_t pass) {
   std::vector<Node*>& reachable = scratch.reachable;
   reachable.assign(1, root.get());
   root->visited_in_pass = pass;
@@ -206,18 +258,18 @@ void topological_order(const std::shared_ptr<Node>& root, Scratch& scratch) {
           "the forward pass");
     check(!node->released, "backward",
           "trying to backward through the graph a second time (its saved tensors were freed after the "
-          "first backward); recompute the forward pass");
+          "first backward); recompute the forward pass, or pass retain_graph = true to the first backward");
     node->dependencies = 0;
-    for (const auto& next : node->next) {
-      if (next && next->visited_in_pass != pass) {
-        next->visited_in_pass = pass;
-        reachable.push_back(next.get());
+    for (const Edge& next : node->next) {
+      if (next && next.function->visited_in_pass != pass) {
+        next.function->visited_in_pass = pass;
+        reachable.push_back(next.function.get());
       }
     }
   }
   for (Node* node : reachable)
-    for (const auto& next : node->next)
-      if (next) ++next->dependencies;
+    for (const Edge& next : node->next)
+      if (next) ++next.function->dependencies;
 
   std::vector<std::shared_ptr<Node>>& order = scratch.order;
   order.reserve(reachable.size());
@@ -227,9 +279,25 @@ void topological_order(const std::shared_ptr<Node>& root, Scratch& scratch) {
   while (!ready.empty()) {
     std::shared_ptr<Node> node = std::move(ready.back());
     ready.pop_back();
-    for (const auto& next : node->next)
-      if (next && --next->dependencies == 0) ready.push_back(next);
+    for (const Edge& next : node->next)
+      if (next && --next.function->dependencies == 0) ready.push_back(next.function);
     order.push_back(std::move(node));
+  }
+}
+
+// Whether one of the node's inputs leads to a target of the pass.
+bool feeds_needed_node(const Node& node) {
+  for (const Edge& next : node.next)
+    if (next && next.function->needed_in_pass) return true;
+  return false;
+}
+
+// With targets, a node is needed when it is a target or a target is reachable from it. Walks the
+// order from the leaves up.
+void mark_needed(const std::vector<std::shared_ptr<Node>>& order, uint64_t pass) {
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node& node = **it;
+    node.needed_in_pass = node.target_in_pass == pass || feeds_needed_node(node);
   }
 }
 
@@ -252,38 +320,103 @@ void check_finite(const Node& node, const std::vector<Tensor>& grads) {
   }
 }
 
-// Runs the gradient hooks registered on `node`'s output, in registration order; each may replace
-// the gradient with one of the same shape and dtype.
-Tensor run_grad_hooks(const Node& node, Tensor grad) {
-  const auto hooks = node.grad_hooks->hooks;  // a copy: a hook may remove itself
-  for (const auto& [id, hook] : hooks) {
-    Tensor replaced = hook(grad);
-    if (!replaced.defined()) continue;
-    check(replaced.shape() == grad.shape() && replaced.dtype() == grad.dtype(), "backward",
-          "a hook on the gradient of shape ", grad.shape(), " (", grad.dtype(), ") returned one of shape ",
-          replaced.shape(), " (", replaced.dtype(), ")");
-    grad = std::move(replaced);
+// Runs the gradient hooks registered on one output, in registration order; each may replace the
+// gradient with one of the same shape and dtype. Then a non-leaf that retains its gradient gets it.
+Tensor run_output_hooks(const OutputHooks& output, Tensor grad, bool store_retained) {
+  if (output.hooks) {
+    const auto hooks = output.hooks->hooks;  // a copy: a hook may remove itself
+    for (const auto& [id, hook] : hooks) {
+      Tensor replaced = hook(grad);
+      if (!replaced.defined()) continue;
+      check(replaced.shape() == grad.shape() && replaced.dtype() == grad.dtype(), "backward",
+            "a hook on the gradient of shape ", grad.shape(), " (", grad.dtype(), ") returned one of shape ",
+            replaced.shape(), " (", replaced.dtype(), ")");
+      grad = std::move(replaced);
+    }
   }
+  if (store_retained)
+    if (const std::shared_ptr<TensorImpl> impl = output.retains_grad.lock()) {
+      const std::lock_guard lock(grad_mutex(impl.get()));
+      // Its own copy when nothing is recorded: the gradient flows on and may be summed into.
+      if (!impl->grad.defined())
+        impl->grad = grad.requires_grad() ? grad : grad.clone();
+      else
+        accumulate(impl->grad, grad, "retained gradient");
+    }
   return grad;
 }
 
-void run_node(Node& node, std::vector<Tensor>& grads) {
-  Tensor grad = std::move(node.pending_grad);
-  node.pending_grad = Tensor();
-  if (grad.defined() && node.grad_hooks) grad = run_grad_hooks(node, std::move(grad));
+// One pass's state beyond the nodes' scratch fields.
+struct Pass {
+  const PassOptions& options;
+  uint64_t id;
+  bool has_targets;
+  std::vector<Edge> target_edges;
+  std::vector<Tensor> captured;  // per target: the gradient that reached it
+};
+
+void run_node(const std::shared_ptr<Node>& node_ptr, Scratch& scratch, Pass& pass) {
+  Node& node = *node_ptr;
+  if (pass.has_targets && !node.needed_in_pass && node.target_in_pass != pass.id) {
+    for (uint32_t slot = 0; slot < node.num_outputs; ++slot) node.pending(slot) = Tensor();
+    return;
+  }
+  std::vector<Tensor>& outputs = scratch.outputs;
+  outputs.assign(node.num_outputs, Tensor());
+  bool any = false;
+  for (uint32_t slot = 0; slot < node.num_outputs; ++slot) {
+    outputs[slot] = std::move(node.pending(slot));
+    node.pending(slot) = Tensor();
+    if (!outputs[slot].defined()) continue;
+    any = true;
+    if (slot < node.output_hooks.size())
+      outputs[slot] = run_output_hooks(node.output_hooks[slot], std::move(outputs[slot]),
+                                       !pass.has_targets || pass.options.accumulate_targets);
+  }
+  if (node.target_in_pass == pass.id) {
+    for (size_t t = 0; t < pass.target_edges.size(); ++t) {
+      const Edge& target = pass.target_edges[t];
+      if (target.function.get() != &node || !outputs[target.input_nr].defined()) continue;
+      if (pass.options.accumulate_targets && !node.is_accumulator) {
+        // backward(inputs = {non-leaf}): the gradient accumulates into that tensor's .grad.
+        TensorImpl* impl = tg::detail::impl_of(pass.options.targets[t]);
+        const std::lock_guard lock(grad_mutex(impl));
+        Tensor& stored = impl->grad;
+        if (!stored.defined())
+          stored = outputs[target.input_nr].requires_grad() ? outputs[target.input_nr] : outputs[target.input_nr].clone();
+        else
+          accumulate(stored, outputs[target.input_nr], "input gradient");
+      } else if (!pass.options.accumulate_targets) {
+        pass.captured[t] = outputs[target.input_nr];
+      }
+    }
+    // Beyond a target, run only towards other targets; a leaf's accumulator, only into its .grad.
+    if (node.is_accumulator ? !pass.options.accumulate_targets : !feeds_needed_node(node)) return;
+  }
+  std::vector<Tensor>& grads = scratch.grads;
   grads.assign(node.next.size(), Tensor());
-  GradInputs sink(node, grads);
-  if (grad.defined()) node.apply(grad, sink);
+  if (any) {
+    check(!(pass.options.create_graph && node.once_differentiable), "backward", node.name,
+          " is once differentiable: its gradient cannot be differentiated again, so a backward with "
+          "create_graph = true cannot run through it");
+    GradInputs sink(node_ptr, grads, pass.options.create_graph);
+    if (node.num_outputs == 1)
+      node.apply(outputs[0], sink);
+    else
+      node.apply_multi(outputs, sink);
+  }
+  outputs.clear();
   if (anomaly_detection_on()) check_finite(node, grads);
   for (size_t i = 0; i < node.next.size(); ++i) {
-    Node* next = node.next[i].get();
+    const Edge& next = node.next[i];
     if (!next || !grads[i].defined()) continue;
-    if (next->pending_grad.defined())
-      accumulate(next->pending_grad, grads[i], node.name);
+    Tensor& pending = next.function->pending(next.input_nr);
+    if (pending.defined())
+      accumulate(pending, grads[i], node.name);
     else
-      next->pending_grad = std::move(grads[i]);
+      pending = std::move(grads[i]);
   }
-  if (!node.is_accumulator) {
+  if (!node.is_accumulator && !pass.options.keep_graph) {
     // Free the saved tensors and the edges now: the rest of the graph is released as we go.
     node.release();
     node.released = true;
@@ -293,11 +426,33 @@ void run_node(Node& node, std::vector<Tensor>& grads) {
 
 }  // namespace
 
-void run_backward(const Tensor& root, const Tensor& grad_output) {
-  NoGradGuard no_grad;  // gradients are computed, not recorded
-  const std::shared_ptr<Node> root_node = gradient_edge(root);
-  check(root_node != nullptr, "backward", "the tensor of shape ", root.shape(),
-        " does not require grad and has no grad_fn");
+std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,
+                                 const PassOptions& options) {
+  check(!options.create_graph || is_grad_enabled(), "backward",
+        "create_graph = true inside a tg::NoGradGuard: the backward pass would not be recorded; drop the guard "
+        "(or create_graph)");
+  // Gradients are computed, not recorded — unless the backward itself is to be differentiated.
+  std::optional<NoGradGuard> no_grad;
+  if (!options.create_graph) no_grad.emplace();
+
+  static std::atomic<uint64_t> last_pass{0};
+  const uint64_t pass_id = ++last_pass;  // marks the nodes this pass has seen, without a hash set
+  Pass pass{options, pass_id, !options.targets.empty(), {}, {}};
+  auto root = std::make_shared<GraphRoot>(grad_outputs);
+  root->next.reserve(roots.size());
+  for (const Tensor& tensor : roots) {
+    root->next.push_back(gradient_edge(tensor));
+    check(static_cast<bool>(root->next[root->next.size() - 1]), "backward", "the tensor of shape ", tensor.shape(),
+          " does not require grad and has no grad_fn");
+  }
+  for (const Tensor& target : options.targets) {
+    Edge edge = gradient_edge(target);
+    check(static_cast<bool>(edge), "backward", "one of the inputs (shape ", target.shape(),
+          ") does not require grad: there is no gradient of it to compute");
+    edge.function->target_in_pass = pass_id;
+    pass.target_edges.push_back(std::move(edge));
+  }
+  pass.captured.resize(options.targets.size());
 
   // This thread's scratch lists, or fresh ones if a backward runs inside a backward.
   thread_local Scratch thread_scratch;
@@ -311,28 +466,32 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
       scratch.ready.clear();
       scratch.order.clear();
       scratch.grads.clear();
+      scratch.outputs.clear();
       scratch.in_use = was_in_use;
     }
   } release{scratch, scratch.in_use};
   scratch.in_use = true;
 
-  topological_order(root_node, scratch);
-  root_node->pending_grad = grad_output;
+  topological_order(root, scratch, pass_id);
+  if (pass.has_targets) mark_needed(scratch.order, pass_id);
+  root->pending_grad = grad_outputs.empty() ? Tensor() : grad_outputs[0];
+  root->needed_in_pass = true;
   try {
-    for (const std::shared_ptr<Node>& node : scratch.order) run_node(*node, scratch.grads);
+    for (const std::shared_ptr<Node>& node : scratch.order) run_node(node, scratch, pass);
   } catch (...) {
     // Leave nothing half done: the gradients pending on nodes that did not run are dropped
     // (a later backward must not add them) and every leaf's grad is put back as it was before
     // this pass. The nodes that did not run stay usable; those that ran were released, and a
     // backward that reaches them says that this pass failed.
     for (const std::shared_ptr<Node>& node : scratch.order) {
-      node->pending_grad = Tensor();
+      for (uint32_t slot = 0; slot < node->num_outputs; ++slot) node->pending(slot) = Tensor();
       node->end_pass(/*failed=*/true);
       node->failed = node->released;
     }
     throw;
   }
   for (const std::shared_ptr<Node>& node : scratch.order) node->end_pass(/*failed=*/false);
+  return std::move(pass.captured);
 }
 
 }  // namespace autograd
