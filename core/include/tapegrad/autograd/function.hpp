@@ -68,22 +68,23 @@ namespace tg {
 /// double, as in libtorch).
 class IValue {
  public:
+  // The constructors are implicit on purpose, as libtorch's: `ctx->saved_data["n"] = 2.0;`.
   IValue() = default;  ///< None
   /// A floating-point number: toDouble().
   template <std::floating_point F>
-  IValue(F value) : value_(static_cast<double>(value)) {}  // NOLINT(google-explicit-constructor)
+  IValue(F value) : value_(static_cast<double>(value)) {}
   /// An integer (any width, not bool): toInt().
   template <std::integral I>
     requires(!std::same_as<I, bool>)
-  IValue(I value) : value_(static_cast<int64_t>(value)) {}  // NOLINT(google-explicit-constructor)
-  IValue(bool value) : value_(value) {}                      ///< toBool()  // NOLINT
-  IValue(std::string value) : value_(std::move(value)) {}    ///< toString()  // NOLINT
-  IValue(const char* value) : value_(std::string(value)) {}  ///< toString()  // NOLINT
-  IValue(std::string_view value) : value_(std::string(value)) {}  ///< toString()  // NOLINT
-  IValue(Tensor value) : value_(std::move(value)) {}              ///< toTensor()  // NOLINT
-  IValue(std::vector<int64_t> value) : value_(std::move(value)) {}  ///< toIntVector() (a Shape too)  // NOLINT
-  IValue(std::vector<double> value) : value_(std::move(value)) {}   ///< toDoubleVector()  // NOLINT
-  IValue(std::vector<Tensor> value) : value_(std::move(value)) {}   ///< toTensorVector()  // NOLINT
+  IValue(I value) : value_(static_cast<int64_t>(value)) {}
+  IValue(bool value) : value_(value) {}                      ///< toBool()
+  IValue(std::string value) : value_(std::move(value)) {}    ///< toString()
+  IValue(const char* value) : value_(std::string(value)) {}  ///< toString()
+  IValue(std::string_view value) : value_(std::string(value)) {}  ///< toString()
+  IValue(Tensor value) : value_(std::move(value)) {}              ///< toTensor()
+  IValue(std::vector<int64_t> value) : value_(std::move(value)) {}  ///< toIntVector() (a Shape too)
+  IValue(std::vector<double> value) : value_(std::move(value)) {}   ///< toDoubleVector()
+  IValue(std::vector<Tensor> value) : value_(std::move(value)) {}   ///< toTensorVector()
 
   bool isNone() const { return std::holds_alternative<std::monostate>(value_); }  ///< default-constructed
   bool isDouble() const { return std::holds_alternative<double>(value_); }        ///< holds a double
