@@ -158,6 +158,7 @@ TEST_CASE("non-differentiable outputs do not require grad and send zeros to back
   CHECK_FALSE(out[2].requires_grad());
   CHECK(out[2].item<int64_t>() == 2);
   CHECK(out[1].grad_fn_name() == nullptr);
+  CHECK_THROWS_WITH(out[1].sum().backward(), Contains("does not require grad"));
   (out[0] * 4.0).sum().backward();
   CHECK(values(x.grad()) == std::vector<double>{0.0, 4.0, 4.0});
   CHECK(values(PositivePart::mask_gradient) == std::vector<double>{0.0, 0.0, 0.0});
@@ -414,6 +415,22 @@ TEST_CASE("second derivatives through a custom function (create_graph)", "[core]
     g.sum().backward();
     CHECK(values(x.grad()) == std::vector<double>{-9.0, 3.0, 12.0});
   }
+}
+
+TEST_CASE("a node that saved its output is freed with its outputs (the output is not kept by the node)",
+          "[core][custom_function]") {
+  Tensor x = tg::tensor({0.5, 1.0}, {2}, tg::kFloat64).requires_grad_();
+  const int64_t before = tg::autograd::live_nodes();
+  {
+    const Tensor y = Exp::apply(x);
+    CHECK(tg::autograd::live_nodes() == before + 1);
+  }
+  CHECK(tg::autograd::live_nodes() == before);
+  {
+    const Tensor y = Exp::apply(x);
+    y.sum().backward(retain_graph());
+  }
+  CHECK(tg::autograd::live_nodes() == before);
 }
 
 TEST_CASE("a hook on one output of a custom function", "[core][custom_function]") {
