@@ -148,6 +148,7 @@ class Tensor {
   Tensor tanh() const;     ///< tanh elementwise
   Tensor sigmoid() const;  ///< 1 / (1 + e^−x) elementwise
   Tensor gelu(std::string_view approximate = "none") const;  ///< "none" (erf) or "tanh"
+  Tensor erf() const;                                        ///< the error function, as torch.erf
   Tensor abs() const;                                        ///< gradient 0 at 0
   /// min(max(x, min), max), either bound optional (not both absent); gradient where min <= x <= max.
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
@@ -534,6 +535,7 @@ Tensor log1p(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+Tensor erf(const Tensor& x);  ///< x.erf(): the error function elementwise, as torch.erf
 Tensor abs(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
 /// clamp with tensor bounds, broadcasting: see Tensor::clamp(const std::optional<Tensor>&, ...).

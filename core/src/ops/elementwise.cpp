@@ -151,6 +151,25 @@ Tensor pow(const Tensor& base, const Tensor& exponent) try {
                      [saved_base = autograd::SavedTensor(base), saved_exponent = autograd::SavedTensor(exponent)](
                          const Tensor& g, autograd::GradInputs& grads) {
                        const Tensor &base = grads.unpack(saved_base), &exponent = grads.unpack(saved_exponent);
+                       if (grads.create_graph()) {
+                         // The same formulas in recorded ops; the masks (e = 0; base = 0 and e >= 0) are
+                         // constants of the double backward.
+                         const Tensor zero = scalar_tensor(0.0, g.dtype());
+                         const auto mask = [&](auto keep) {
+                           return detail::dispatch_floating("PowBackward", g.dtype(), [&]<typename T>() {
+                             return detail::broadcast_map<bool, T, T>(g.shape(), keep, base, exponent);
+                           });
+                         };
+                         if (grads.needed(0))
+                           grads.set(0, detail::sum_to(where(mask([](auto, auto e) { return e == 0; }), zero,
+                                                             g * (exponent * pow(base, exponent - 1.0))),
+                                                       base.shape()));
+                         if (grads.needed(1))
+                           grads.set(1, detail::sum_to(g * where(mask([](auto b, auto e) { return b == 0 && e >= 0; }),
+                                                                 zero, pow(base, exponent) * base.log()),
+                                                       exponent.shape()));
+                         return;
+                       }
                        // The gradient term(g, base, e) at every element of the output, summed to `shape`.
                        const auto gradient = [&](const Shape& shape, auto term) {
                          return detail::sum_to(detail::dispatch_floating("PowBackward", g.dtype(), [&]<typename T>() {

@@ -6,6 +6,8 @@
 //                 backward: dx = g, dsrc[c] = g[c with dim := index[c]] (a gather)
 // where c runs over the coordinates of `index`. Indices are checked before any kernel runs; the
 // kernels trust them. Every sum into one element adds its terms in a fixed order, without atomics.
+// A recorded backward (create_graph) writes the same gradients with the recorded ops themselves
+// (gather and scatter_add are each other's gradient), so they can be differentiated again.
 #include "ops/indexing.hpp"
 
 #include <algorithm>
@@ -176,6 +178,30 @@ ScatterPlan plan_scatter(const Tensor& x, int64_t dim, const Tensor& index, cons
   return plan;
 }
 
+// t (recorded) extended with zeros at the end of every dim to `shape`, which is at least as large
+// in every dim; a 0-d tensor counts as [1].
+Tensor zero_pad_to(Tensor t, const Shape& shape) {
+  const Shape target = at_least_1d(shape);
+  t = t.reshape(at_least_1d(t.shape()));
+  for (size_t d = 0; d < target.size(); ++d) {
+    if (t.shape()[d] == target[d]) continue;
+    Shape zeros_shape = t.shape();
+    zeros_shape[d] = target[d] - t.shape()[d];
+    t = cat({t, zeros(zeros_shape, t.dtype())}, static_cast<int64_t>(d));
+  }
+  return t.reshape(shape);
+}
+
+// index_select's gradient in recorded ops, for a recorded backward: g's rows added into zeros of
+// x's shape at the rows `index` names, a scatter_add with the index spread over g's shape (whose
+// gradient is a gather, and a gather's a scatter_add: differentiable at any order).
+Tensor index_select_backward_graph(const Tensor& g, int64_t d, const Tensor& index, const Shape& in_shape) {
+  if (in_shape.empty()) return g.reshape(in_shape);  // a 0-d input: its one element, selected once
+  Shape index_shape(in_shape.size(), 1);
+  index_shape[d] = index.numel();
+  return scatter_add(zeros(in_shape, g.dtype()), d, index.reshape(index_shape).expand(g.shape()), g);
+}
+
 // index_select and gather only move values, so they take every dtype; scatter_add adds, so floats.
 void check_input(const Tensor& x, const char* op, bool adds) {
   check(x.defined(), op, "undefined input");
@@ -203,9 +229,13 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) try {
   });
   if (autograd::needs_grad(x))
     autograd::record(out, "IndexSelectBackward", {x},
-                     [saved_index = autograd::SavedTensor(index), layout, in_shape = x.shape()](
+                     [saved_index = autograd::SavedTensor(index), layout, d, in_shape = x.shape()](
                          const Tensor& g, autograd::GradInputs& grads) {
                        const Tensor& index = grads.unpack(saved_index);
+                       if (grads.create_graph()) {
+                         grads.set(0, index_select_backward_graph(g, d, index, in_shape));
+                         return;
+                       }
                        Tensor dx = zeros(in_shape, g.dtype());
                        detail::dispatch_floating("IndexSelectBackward", g.dtype(), [&]<typename T>() {
                          detail::index_add<T>(dx.mutable_data<T>(), layout, index.data<int64_t>(), index.numel(),
@@ -231,6 +261,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) try {
                      [saved_index = autograd::SavedTensor(index), plan, in_shape = x.shape()](
                          const Tensor& g, autograd::GradInputs& grads) {
                        const Tensor& index = grads.unpack(saved_index);
+                       if (grads.create_graph()) {  // recorded: scatter_add into zeros
+                         grads.set(0, scatter_add(zeros(in_shape, g.dtype()), plan.dim, index, g));
+                         return;
+                       }
                        Tensor dx = zeros(in_shape, g.dtype());
                        detail::dispatch_floating("GatherBackward", g.dtype(), [&]<typename T>() {
                          scatter_add_kernel<T>(dx.mutable_data<T>(), index.data<int64_t>(), g.data<T>(), plan);
@@ -263,6 +297,10 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
                        if (grads.needed(0)) grads.set(0, g);
                        if (!grads.needed(1)) return;
                        // Elements of src that the index does not reach never reached the output: their gradient is 0.
+                       if (grads.create_graph()) {  // recorded: gather, padded with zeros to src's shape
+                         grads.set(1, zero_pad_to(gather(g, plan.dim, index), src_shape));
+                         return;
+                       }
                        Tensor dsrc = zeros(src_shape, g.dtype());
                        detail::dispatch_floating("ScatterAddBackward", g.dtype(), [&]<typename T>() {
                          gather_kernel<T>(g.data<T>(), index.data<int64_t>(), dsrc.mutable_data<T>(), plan);

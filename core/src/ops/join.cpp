@@ -2,7 +2,9 @@
 //
 // All of them move whole slabs: in the [outer, size, inner] view of a tensor (ops/along_dim.hpp),
 // the elements k in [start, start + length) of every outer row are length·inner contiguous values.
-// One copy kernel moves such slabs for the forward and the backward of every op here.
+// One copy kernel moves such slabs for the forward and the backward of every op here. A recorded
+// backward (create_graph) moves them with recorded ops instead (narrow, cat with zeros), each the
+// other's gradient, so that it can be differentiated again.
 #include <algorithm>
 #include <numeric>
 
@@ -41,6 +43,13 @@ Tensor narrow_copy(const Tensor& x, int64_t dim, int64_t start, int64_t length) 
   if (autograd::needs_grad(x))
     autograd::record(piece, "SplitBackward", {x},
                      [in_shape = x.shape(), dim, start, length](const Tensor& g, autograd::GradInputs& grads) {
+                       if (grads.create_graph()) {  // recorded: g between two blocks of zeros
+                         Shape before = in_shape, after = in_shape;
+                         before[dim] = start;
+                         after[dim] = in_shape[dim] - start - length;
+                         grads.set(0, cat({zeros(before, g.dtype()), g, zeros(after, g.dtype())}, dim));
+                         return;
+                       }
                        Tensor dx = zeros(in_shape, g.dtype());
                        copy_slab(g, 0, dx, start, dim, length);
                        grads.set(0, dx);
@@ -124,6 +133,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) try {
                           }()](const Tensor& g, autograd::GradInputs& grads) {
       for (size_t j = 0; j < used.size(); ++j) {
         if (!grads.needed(used[j])) continue;
+        if (grads.create_graph()) {  // recorded: the slab, by narrow
+          grads.set(used[j], g.narrow(d, starts[j], shapes[j][d]));
+          continue;
+        }
         Tensor piece = make_tensor(shapes[j], g.dtype());
         copy_slab(g, starts[j], piece, 0, d, shapes[j][d]);
         grads.set(used[j], piece);

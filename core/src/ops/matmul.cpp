@@ -164,6 +164,22 @@ std::pair<Tensor, Tensor> product_backward(const Plan& p, const Tensor& a, const
   return {da, db};
 }
 
+// The same gradients in recorded ops, for a recorded backward (create_graph): dA = G · Bᵀ and
+// dB = Aᵀ · G by matmul on the operands read as matrices (its batch dims broadcast), each summed
+// back to its operand's shape. Products of g with a and b, so differentiable again.
+std::pair<Tensor, Tensor> product_backward_graph(const Plan& p, const Tensor& a, const Tensor& b, const Tensor& g,
+                                                 bool want_a, bool want_b) {
+  Tensor da, db;
+  const Tensor g_matrices = g.reshape(with_matrix(p.batch_shape, p.M, p.N));
+  if (want_a)
+    da = detail::sum_to(matmul(g_matrices, b.reshape(p.b_matrix_shape).transpose(-2, -1)), p.a_matrix_shape)
+             .reshape(a.shape());
+  if (want_b)
+    db = detail::sum_to(matmul(a.reshape(p.a_matrix_shape).transpose(-2, -1), g_matrices), p.b_matrix_shape)
+             .reshape(b.shape());
+  return {da, db};
+}
+
 // a · b as planned, recorded as one node named `node`.
 Tensor planned_product(const Plan& plan, const Tensor& a, const Tensor& b, const char* op, const char* node) {
   Tensor out = make_tensor(plan.out_shape, a.dtype(), op);
@@ -173,6 +189,12 @@ Tensor planned_product(const Plan& plan, const Tensor& a, const Tensor& b, const
                      [saved_a = autograd::SavedTensor(a), saved_b = autograd::SavedTensor(b), plan](
                          const Tensor& g, autograd::GradInputs& grads) {
                        const Tensor &a = grads.unpack(saved_a), &b = grads.unpack(saved_b);
+                       if (grads.create_graph()) {
+                         auto [da, db] = product_backward_graph(plan, a, b, g, grads.needed(0), grads.needed(1));
+                         if (da.defined()) grads.set(0, std::move(da));
+                         if (db.defined()) grads.set(1, std::move(db));
+                         return;
+                       }
                        detail::dispatch_floating("MatmulBackward", a.dtype(), [&]<typename T>() {
                          auto [da, db] = product_backward<T>(plan, a, b, g, grads.needed(0), grads.needed(1));
                          if (da.defined()) grads.set(0, std::move(da));
@@ -246,6 +268,12 @@ Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, 
                                                   : detail::sum_to(g, input_shape) * beta);
                        if (!grads.needed(1) && !grads.needed(2)) return;
                        const Tensor &b1 = grads.unpack(saved_1), &b2 = grads.unpack(saved_2);
+                       if (grads.create_graph()) {
+                         auto [d1, d2] = product_backward_graph(plan, b1, b2, g, grads.needed(1), grads.needed(2));
+                         if (d1.defined()) grads.set(1, alpha == 1.0 ? d1 : d1 * alpha);
+                         if (d2.defined()) grads.set(2, alpha == 1.0 ? d2 : d2 * alpha);
+                         return;
+                       }
                        detail::dispatch_floating("BaddbmmBackward", g.dtype(), [&]<typename T>() {
                          auto [d1, d2] = product_backward<T>(plan, b1, b2, g, grads.needed(1), grads.needed(2));
                          if (d1.defined()) grads.set(1, alpha == 1.0 ? d1 : d1 * alpha);

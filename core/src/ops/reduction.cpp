@@ -98,6 +98,11 @@ Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdi
     autograd::record(out, backward_name, {x},
                      [keepdim_shape = plan.keepdim_shape, in_shape = x.shape(), scale](
                          const Tensor& g, autograd::GradInputs& grads) {
+                       if (grads.create_graph()) {
+                         const Tensor spread = g.reshape(keepdim_shape).expand(in_shape);
+                         grads.set(0, scale == 1.0 ? spread : spread * scale);
+                         return;
+                       }
                        grads.set(0, broadcast_to(make_view(g, keepdim_shape), in_shape, scale));
                      });
   return out;
@@ -114,6 +119,9 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
   std::vector<int64_t> dims;
   for (size_t d = 0; d < grad.shape().size(); ++d)
     if (d < lead || (shape[d - lead] == 1 && grad.shape()[d] != 1)) dims.push_back(static_cast<int64_t>(d));
+  // A gradient that is itself recorded (a backward with create_graph) is summed by recorded ops, so
+  // that it can be differentiated again; a plain backward runs without grad mode and never is.
+  if (autograd::needs_grad(grad)) return (dims.empty() ? grad : grad.sum(dims, /*keepdim=*/true)).reshape(shape);
   if (dims.empty()) return make_view(grad, shape);
   const ReductionPlan plan = plan_reduction(grad.shape(), dims, /*keepdim=*/true, "sum_to");
   return make_view(run_reduction(grad, plan, 1.0), shape);
@@ -163,20 +171,36 @@ Tensor Tensor::variance(const std::vector<int64_t>& dims, double correction, boo
     const Tensor spread = detail::broadcast_to(make_view(g_var, keepdim_shape), diff.shape(), 2.0 / divisor);
     return detail::map2(spread, diff, [](auto s, auto d) { return s * d; });
   };
+  // The same in recorded ops, for a recorded backward: x − mean(x) recomputed from the connected x
+  // (the saved diff is a constant), whose own derivative brings the mean's term of var''.
+  const auto spread_over_diff_graph = [saved_x = autograd::SavedTensor(x), dims, keepdim_shape = plan.keepdim_shape](
+                                          const autograd::GradInputs& grads, const Tensor& g_var, double divisor) {
+    const Tensor& x = grads.unpack(saved_x);
+    return g_var.reshape(keepdim_shape) * (x - x.mean(dims, /*keepdim=*/true)) * (2.0 / divisor);
+  };
   if (standard_deviation)
     autograd::record(out, "StdBackward", {x},
-                     [spread_over_diff, saved_std = autograd::SavedTensor(out), divisor](
-                         const Tensor& g, autograd::GradInputs& grads) {
+                     [spread_over_diff, spread_over_diff_graph,
+                      saved_std = autograd::SavedTensor(out, autograd::SavedTensor::kOutput),
+                      divisor](const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor& deviation = grads.unpack(saved_std);
+                       if (grads.create_graph()) {
+                         // derivatives.yaml's std_backward: (g / (2 std)).masked_fill(std == 0, 0)
+                         const Tensor g_var = (g / (deviation + deviation)).masked_fill(deviation.eq(0.0), 0.0);
+                         grads.set(0, spread_over_diff_graph(grads, g_var, divisor));
+                         return;
+                       }
                        // d std = d var / (2 std), and 0 where std = 0
-                       const Tensor g_var = detail::map2(g, grads.unpack(saved_std), [](auto gv, auto sv) {
+                       const Tensor g_var = detail::map2(g, deviation, [](auto gv, auto sv) {
                          return sv == 0 ? decltype(gv)(0) : gv / (sv + sv);
                        });
                        grads.set(0, spread_over_diff(g_var, divisor));
                      });
   else
     autograd::record(out, "VarBackward", {x},
-                     [spread_over_diff, divisor](const Tensor& g, autograd::GradInputs& grads) {
-                       grads.set(0, spread_over_diff(g, divisor));
+                     [spread_over_diff, spread_over_diff_graph, divisor](const Tensor& g, autograd::GradInputs& grads) {
+                       grads.set(0, grads.create_graph() ? spread_over_diff_graph(grads, g, divisor)
+                                                         : spread_over_diff(g, divisor));
                      });
   return out;
 } catch (...) {

@@ -1,6 +1,8 @@
 // Ops that pick each output element from one of their inputs: maximum, minimum, where and
 // masked_fill, with broadcasting. The gradient goes to the input that was picked, with PyTorch's
-// convention at ties (derivatives.yaml): maximum and minimum give half to each side.
+// convention at ties (derivatives.yaml): maximum and minimum give half to each side. A recorded
+// backward (create_graph) gives the same with recorded ops (where, masked_fill, a product with the
+// constant shares), so that it can be differentiated again.
 #include "autograd/node.hpp"
 #include "ops/broadcast.hpp"
 #include "ops/reduction.hpp"
@@ -54,6 +56,11 @@ Tensor pick_elementwise(const Tensor& a, const Tensor& b, const char* op, const 
                        // maximum: a's share is winner_share(a, b); minimum: the smaller wins, so
                        // a's share is winner_share(b, a). b's share mirrors a's.
                        const auto share = [&](const Tensor& p, const Tensor& q) {
+                         if (grads.create_graph())  // recorded: g times the shares, a constant
+                           return g * detail::dispatch_floating(node_name, g.dtype(), [&]<typename T>() {
+                                    return detail::broadcast_map<T, T, T>(
+                                        g.shape(), [](T pv, T qv) { return winner_share(pv, qv); }, p, q);
+                                  });
                          return detail::dispatch_floating(node_name, g.dtype(), [&]<typename T>() {
                            return detail::broadcast_map<T, T, T, T>(
                                g.shape(), [](T gv, T pv, T qv) { return gv * winner_share(pv, qv); }, g, p, q);
@@ -99,6 +106,12 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) try {
                      [saved_condition = autograd::SavedTensor(condition), sa = a.shape(), sb = b.shape()](
                          const Tensor& g, autograd::GradInputs& grads) {
                        const Tensor& condition = grads.unpack(saved_condition);
+                       if (grads.create_graph()) {  // recorded: where again, with zeros
+                         const Tensor zero = scalar_tensor(0.0, g.dtype());
+                         if (grads.needed(0)) grads.set(0, detail::sum_to(where(condition, g, zero), sa));
+                         if (grads.needed(1)) grads.set(1, detail::sum_to(where(condition, zero, g), sb));
+                         return;
+                       }
                        if (grads.needed(0)) grads.set(0, detail::sum_to(gradient_where(condition, true, g), sa));
                        if (grads.needed(1)) grads.set(1, detail::sum_to(gradient_where(condition, false, g), sb));
                      });
@@ -123,7 +136,10 @@ Tensor Tensor::masked_fill(const Tensor& mask, double value) const try {
     autograd::record(out, "MaskedFillBackward", {*this},
                      [saved_mask = autograd::SavedTensor(mask), in_shape = shape()](
                          const Tensor& g, autograd::GradInputs& grads) {
-                       grads.set(0, detail::sum_to(gradient_where(grads.unpack(saved_mask), false, g), in_shape));
+                       const Tensor& mask = grads.unpack(saved_mask);
+                       grads.set(0, detail::sum_to(grads.create_graph() ? g.masked_fill(mask, 0.0)  // recorded
+                                                                        : gradient_where(mask, false, g),
+                                                   in_shape));
                      });
   return out;
 } catch (...) {

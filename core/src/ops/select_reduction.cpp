@@ -4,7 +4,9 @@
 // A line along the dim ([outer, size, inner], ops/along_dim.hpp) keeps its first best element, as
 // PyTorch's CPU kernels do: a later tie does not replace it, and NaN beats every number (the
 // first NaN wins), so NaN propagates. Lines are independent, so any thread count gives the same
-// answer.
+// answer. A recorded backward (create_graph) sends the same gradients with recorded ops (a
+// scatter_add whose gradient is a gather, a product with the constant ties), so that they can be
+// differentiated again.
 #include <cmath>
 #include <type_traits>
 
@@ -83,6 +85,17 @@ SelectPlan plan_select(const Tensor& x, int64_t dim, bool keepdim, const char* o
   return plan;
 }
 
+// The selection's gradient in recorded ops, for a recorded backward (derivatives.yaml's
+// value_selecting_reduction_backward): zeros of x's shape with each line's gradient at its index, a
+// scatter_add of g and the indices, each given back the reduced dim; its gradient is a gather.
+Tensor scatter_to_dim(const Tensor& g, const Tensor& indices, int64_t dim, const Shape& in_shape) {
+  if (in_shape.empty()) return g.reshape(in_shape);  // a 0-d input selects its one element
+  const int64_t d = normalize_dim(dim, static_cast<int64_t>(in_shape.size()), "max");
+  Shape keepdim_shape = in_shape;
+  keepdim_shape[d] = 1;
+  return scatter_add(zeros(in_shape, g.dtype()), d, indices.reshape(keepdim_shape), g.reshape(keepdim_shape));
+}
+
 template <bool Max>
 Tensor::ValuesAndIndices select_values(const Tensor& x, int64_t dim, bool keepdim, const char* op,
                                        const char* backward_name) try {
@@ -95,8 +108,12 @@ Tensor::ValuesAndIndices select_values(const Tensor& x, int64_t dim, bool keepdi
   if (autograd::needs_grad(x))
     autograd::record(values, backward_name, {x},
                      [saved_indices = autograd::SavedTensor(indices), layout = plan.layout, in_shape = x.shape(),
-                      backward_name](const Tensor& g, autograd::GradInputs& grads) {
+                      backward_name, dim](const Tensor& g, autograd::GradInputs& grads) {
                        const Tensor& indices = grads.unpack(saved_indices);
+                       if (grads.create_graph()) {
+                         grads.set(0, scatter_to_dim(g, indices, dim, in_shape));
+                         return;
+                       }
                        Tensor dx = zeros(in_shape, g.dtype());
                        detail::dispatch_floating(backward_name, g.dtype(), [&]<typename T>() {
                          select_backward<T>(g.data<T>(), indices.data<int64_t>(), dx.mutable_data<T>(), layout);
@@ -140,7 +157,7 @@ Tensor select_all(const Tensor& x, const char* op, const char* backward_name) tr
   Tensor value = select_values<Max>(make_view(x, {x.numel()}), 0, false, op, backward_name).values;
   if (autograd::needs_grad(x))
     autograd::record(value, backward_name, {x},
-                     [saved_x = autograd::SavedTensor(x), saved_value = autograd::SavedTensor(value)](
+                     [saved_x = autograd::SavedTensor(x), saved_value = autograd::SavedTensor(value, autograd::SavedTensor::kOutput)](
                          const Tensor& g, autograd::GradInputs& grads) {
                        const Tensor &x = grads.unpack(saved_x), &value = grads.unpack(saved_value);
                        const double best = value.item();
@@ -148,6 +165,10 @@ Tensor select_all(const Tensor& x, const char* op, const char* backward_name) tr
                        const Tensor ties = detail::map(x, [&](auto v) -> decltype(v) {
                          return (best_is_nan ? std::isnan(v) : static_cast<double>(v) == best) ? 1 : 0;
                        });
+                       if (grads.create_graph()) {  // recorded: ties · (g / count), the ties a constant
+                         grads.set(0, ties * (g / ties.sum()));
+                         return;
+                       }
                        const double share = g.item() / ties.sum().item();
                        grads.set(0, detail::map(ties, [&](auto tie) -> decltype(tie) {
                                    return tie * static_cast<decltype(tie)>(share);

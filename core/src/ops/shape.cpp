@@ -2,7 +2,8 @@
 // flatten): a tensor is contiguous, so any new shape of the same element count is the same bytes
 // read another way, and the gradient is the incoming gradient read the old way. Copies that reorder
 // (transpose, permute, t): one pass of the strided-layout kernel (ops/shape.hpp), whose gradient is
-// the inverse reordering.
+// the inverse reordering. A recorded backward (create_graph) runs the same as recorded ops (reshape,
+// permute), so that it can be differentiated again.
 #include "ops/shape.hpp"
 
 #include <algorithm>
@@ -120,7 +121,7 @@ Tensor view_with_shape(const Tensor& x, const Shape& shape, const char* backward
   Tensor out = make_view(x, shape);
   if (autograd::needs_grad(x))
     autograd::record(out, backward_name, {x}, [in_shape = x.shape()](const Tensor& g, autograd::GradInputs& grads) {
-      grads.set(0, make_view(g, in_shape));
+      grads.set(0, grads.create_graph() ? g.reshape(in_shape) : make_view(g, in_shape));
     });
   return out;
 }
@@ -245,7 +246,7 @@ Tensor permuted(const Tensor& x, const std::vector<int64_t>& perm, const char* b
     std::vector<int64_t> inverse(perm.size());
     for (size_t d = 0; d < perm.size(); ++d) inverse[perm[d]] = static_cast<int64_t>(d);
     autograd::record(out, backward_name, {x}, [inverse](const Tensor& g, autograd::GradInputs& grads) {
-      grads.set(0, detail::permute_copy(g, inverse));
+      grads.set(0, grads.create_graph() ? g.permute(inverse) : detail::permute_copy(g, inverse));
     });
   }
   return out;

@@ -4,7 +4,8 @@
 // sliced dim the source stride is multiplied by the step and the offset moved to the first kept
 // element; select drops the dim; expand gives the repeated dims stride 0. The slicing gradient is
 // the incoming one scattered back through the same layout into zeros (no element is reached twice);
-// expand's sums over the repeated dims.
+// expand's sums over the repeated dims. In a recorded backward (create_graph) each of those is a
+// recorded op in turn (the scatter's gradient is the slice again), so it can be differentiated again.
 #include <algorithm>
 
 #include "autograd/node.hpp"
@@ -16,6 +17,38 @@
 
 namespace tg {
 namespace {
+
+Tensor unslice(const Tensor& g, const Shape& in_shape, const detail::StridedLayout& layout);
+
+// x read through `layout` (a slice of it: no element twice), copied; recorded as `backward_name`.
+// The gradient is the incoming one scattered back through the same layout into zeros of x's shape.
+Tensor gather_slice(const Tensor& x, const detail::StridedLayout& layout, const char* op, const char* backward_name) {
+  Tensor out = detail::strided_gather(x, layout, op);
+  if (autograd::needs_grad(x))
+    autograd::record(out, backward_name, {x}, [in_shape = x.shape(), layout](const Tensor& g, autograd::GradInputs& grads) {
+      if (grads.create_graph()) {
+        grads.set(0, unslice(g, in_shape, layout));
+        return;
+      }
+      Tensor dx = zeros(in_shape, g.dtype());
+      detail::strided_scatter(g, dx, layout);
+      grads.set(0, dx);
+    });
+  return out;
+}
+
+// gather_slice's way back, as a recorded op (for a recorded backward): zeros of `in_shape` with g
+// written through `layout`. Linear in g, so its gradient is the slice again.
+Tensor unslice(const Tensor& g, const Shape& in_shape, const detail::StridedLayout& layout) {
+  Tensor dx = zeros(in_shape, g.dtype());
+  detail::strided_scatter(g, dx, layout);
+  if (autograd::needs_grad(g))
+    autograd::record(dx, "SliceBackwardBackward", {g}, [layout](const Tensor& gg, autograd::GradInputs& grads) {
+      grads.set(0, grads.create_graph() ? gather_slice(gg, layout, "slice", "SliceBackward")
+                                        : detail::strided_gather(gg, layout, "slice"));
+    });
+  return dx;
+}
 
 // Elements start, start + step, ... (count of them) along dim d of x, the dim kept (or removed when
 // `keep_dim` is false: select), copied; recorded as `backward_name`.
@@ -31,14 +64,7 @@ Tensor strided_slice(const Tensor& x, int64_t d, int64_t start, int64_t count, i
       layout.shape.push_back(count), layout.strides.push_back(in_strides[k] * step);
     }
   }
-  Tensor out = detail::strided_gather(x, layout, op);
-  if (autograd::needs_grad(x))
-    autograd::record(out, backward_name, {x}, [in_shape = x.shape(), layout](const Tensor& g, autograd::GradInputs& grads) {
-      Tensor dx = zeros(in_shape, g.dtype());
-      detail::strided_scatter(g, dx, layout);
-      grads.set(0, dx);
-    });
-  return out;
+  return gather_slice(x, layout, op, backward_name);
 }
 
 // dim d of x, normalised, for an op that needs at least one dim.
@@ -165,9 +191,11 @@ Tensor triangle_op(const Tensor& x, int64_t diagonal, bool lower, const char* op
   check(x.dim() >= 2, op, "expected a tensor with at least 2 dims, got shape ", x.shape());
   Tensor out = triangle(x, diagonal, lower, op);
   if (autograd::needs_grad(x))
-    autograd::record(out, backward_name, {x}, [diagonal, lower, op](const Tensor& g, autograd::GradInputs& grads) {
-      grads.set(0, triangle(g, diagonal, lower, op));
-    });
+    autograd::record(out, backward_name, {x},
+                     [diagonal, lower, op, backward_name](const Tensor& g, autograd::GradInputs& grads) {
+                       grads.set(0, grads.create_graph() ? triangle_op(g, diagonal, lower, op, backward_name)
+                                                         : triangle(g, diagonal, lower, op));
+                     });
   return out;
 }
 

@@ -3,7 +3,9 @@
 // Each works on lines along the dim ([outer, size, inner], ops/along_dim.hpp), independently and
 // in parallel, one line per task step. Every line is shifted by its max before exp, so exp never
 // overflows and the largest term is exactly 1; the sums run in double in an order fixed by the
-// line length (lane_sum), so results do not depend on the thread count.
+// line length (lane_sum), so results do not depend on the thread count. A recorded backward
+// (create_graph) computes the same gradients with recorded ops from the connected output (or input),
+// so that they can be differentiated again.
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -117,15 +119,27 @@ template <bool Log>
 Tensor softmax_op(const Tensor& x, int64_t dim, const char* op, const char* backward_name) try {
   check(x.defined(), op, "undefined input");
   detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
-  const AlongDim layout = detail::along_dim(x.shape(), detail::normalize_dim_0d(dim, x, op));
+  const int64_t d = detail::normalize_dim_0d(dim, x, op);
+  const AlongDim layout = detail::along_dim(x.shape(), d);
   Tensor y = make_tensor(x.shape(), x.dtype(), op);
   detail::dispatch_floating(op, x.dtype(),
                             [&]<typename T>() { softmax_forward<Log, T>(x.data<T>(), y.mutable_data<T>(), layout); });
   if (autograd::needs_grad(x))
     autograd::record(
         y, backward_name, {x},
-        [saved_y = autograd::SavedTensor(y), layout, backward_name](const Tensor& dy, autograd::GradInputs& grads) {
+        [saved_y = autograd::SavedTensor(y, autograd::SavedTensor::kOutput), layout, backward_name, d](
+            const Tensor& dy, autograd::GradInputs& grads) {
           const Tensor& y = grads.unpack(saved_y);
+          if (grads.create_graph()) {
+            // recorded, from the connected output:
+            //   softmax:      dx = y · (dy − Σ dy·y)
+            //   log_softmax:  dx = dy − e^y · Σ dy
+            if constexpr (Log)
+              grads.set(0, dy - y.exp() * dy.sum({d}, /*keepdim=*/true));
+            else
+              grads.set(0, y * (dy - (dy * y).sum({d}, /*keepdim=*/true)));
+            return;
+          }
           Tensor dx = make_tensor(y.shape(), y.dtype());
           detail::dispatch_floating(backward_name, y.dtype(), [&]<typename T>() {
             softmax_backward<Log, T>(dy.data<T>(), y.data<T>(), dx.mutable_data<T>(), layout);
@@ -208,9 +222,14 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
   }
   if (autograd::needs_grad(x))
     autograd::record(out, "LogsumexpBackward", {x},
-                     [saved_x = autograd::SavedTensor(x), saved_out = autograd::SavedTensor(out), keepdim_shape](
-                         const Tensor& g, autograd::GradInputs& grads) {
+                     [saved_x = autograd::SavedTensor(x),
+                      saved_out = autograd::SavedTensor(out, autograd::SavedTensor::kOutput),
+                      keepdim_shape](const Tensor& g, autograd::GradInputs& grads) {
                        const Tensor &x = grads.unpack(saved_x), &out = grads.unpack(saved_out);
+                       if (grads.create_graph()) {  // recorded: g · e^(x − logsumexp), broadcasting
+                         grads.set(0, g.reshape(keepdim_shape) * (x - out.reshape(keepdim_shape)).exp());
+                         return;
+                       }
                        // dx = g · exp(x − logsumexp): the softmax of x over the reduced dims, times g
                        const Tensor spread_out = detail::broadcast_to(make_view(out, keepdim_shape), x.shape());
                        const Tensor spread_g = detail::broadcast_to(make_view(g, keepdim_shape), x.shape());

@@ -169,8 +169,15 @@ Tensor::ValuesAndIndices sort_along(const Tensor& x, int64_t dim, int64_t k, boo
   if (want_values && autograd::needs_grad(x))
     autograd::record(values, backward_name, {x},
                      [saved_indices = autograd::SavedTensor(indices), layout, kept, in_shape = x.shape(),
-                      backward_name](const Tensor& g, autograd::GradInputs& grads) {
+                      backward_name, d](const Tensor& g, autograd::GradInputs& grads) {
                        const Tensor& indices = grads.unpack(saved_indices);
+                       if (grads.create_graph()) {
+                         // recorded: a scatter_add into zeros (the indices of a line are distinct),
+                         // whose gradient is a gather
+                         grads.set(0, in_shape.empty() ? g.reshape(in_shape)
+                                                       : scatter_add(zeros(in_shape, g.dtype()), d, indices, g));
+                         return;
+                       }
                        Tensor dx = zeros(in_shape, g.dtype());
                        detail::dispatch_floating(backward_name, g.dtype(), [&]<typename T>() {
                          scatter_to_lines<T>(g.data<T>(), indices.data<int64_t>(), dx.mutable_data<T>(), layout, kept);

@@ -1,7 +1,9 @@
 // Every unary elementwise op: arithmetic (neg, sqrt, rsqrt, pow with a scalar exponent or a
-// scalar base, exp, log, log1p), activations (relu, tanh, sigmoid, gelu), abs and clamp. Each is
-// one call of unary_op: its forward, one map over the tensor, sits right above its derivative, one
-// map2 of the output gradient with the one tensor the derivative needs (the input or the output).
+// scalar base, exp, log, log1p, erf), activations (relu, tanh, sigmoid, gelu), abs and clamp. Each
+// is one call of unary_op: its forward, one map over the tensor, sits right above its derivative,
+// one map2 of the output gradient with the one tensor the derivative needs (the input or the
+// output), and that derivative again in recorded tg ops, for a backward that is itself recorded
+// (create_graph) and can be differentiated once more.
 // Formulas and the operation order are PyTorch's CPU kernels' (ATen's UnaryOpsKernel.cpp,
 // Activation.cpp, PowKernel.cpp) and its gradient formulas (derivatives.yaml), and so are the
 // conventions at kinks: relu'(0) = 0, abs'(0) = 0, clamp passes the gradient where min <= x <= max.
@@ -35,27 +37,49 @@ constexpr double kGeluKappa = 0.044715;
 
 // y = forward(x) elementwise, float32 and float64. The gradient is g → derivative(g, s)
 // elementwise, where s is the saved input or output, or g → derivative(g) when nothing is saved.
-template <Saved saved, typename Forward, typename Derivative>
+// A pass that records its backward (create_graph) computes the same gradient as graph(g, s) (or
+// graph(g)), written in recorded tg ops, so that it can be differentiated again: there s is
+// connected to the graph (the input itself, or the output with this node as its grad_fn).
+template <Saved saved, typename Forward, typename Derivative, typename GraphDerivative>
 Tensor unary_op(const Tensor& x, const char* op, const char* node_name, const Forward& forward,
-                const Derivative& derivative) try {
+                const Derivative& derivative, const GraphDerivative& graph) try {
   check(x.defined(), op, "undefined tensor");
   detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
   Tensor out = detail::map(x, forward);
   if (!autograd::needs_grad(x)) return out;
   if constexpr (saved == Saved::Nothing)
-    autograd::record(out, node_name, {x}, [derivative](const Tensor& g, autograd::GradInputs& grads) {
-      grads.set(0, detail::map(g, derivative));
+    autograd::record(out, node_name, {x}, [derivative, graph](const Tensor& g, autograd::GradInputs& grads) {
+      grads.set(0, grads.create_graph() ? graph(g) : detail::map(g, derivative));
     });
   else
     autograd::record(out, node_name, {x},
-                     [saved_tensor = autograd::SavedTensor(saved == Saved::Input ? x : out), derivative](
-                         const Tensor& g, autograd::GradInputs& grads) {
-                       grads.set(0, detail::map2(g, grads.unpack(saved_tensor), derivative));
+                     [saved_tensor = saved == Saved::Input
+                                         ? autograd::SavedTensor(x)
+                                         : autograd::SavedTensor(out, autograd::SavedTensor::kOutput),
+                      derivative, graph](const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor& s = grads.unpack(saved_tensor);
+                       grads.set(0, grads.create_graph() ? graph(g, s) : detail::map2(g, s, derivative));
                      });
   return out;
 } catch (...) {
   detail::rethrow_out_of_memory_as(op);
 }
+
+// A bool tensor of x's shape, keep(x) elementwise. A step's derivative is 0, so in a recorded
+// backward a mask is a constant, read from x's values without recording.
+template <typename Keep>
+Tensor mask_of(const Tensor& x, const Keep& keep) {
+  return detail::dispatch_floating("mask", x.dtype(), [&]<typename T>() {
+    return detail::broadcast_map<bool, T>(x.shape(), [keep](T v) { return keep(v); }, x);
+  });
+}
+
+// g where `keep` is true and 0 elsewhere, recorded (tg::where): the recorded form of a gradient
+// that passes only where the op is the identity (relu, clamp).
+Tensor keep_where(const Tensor& keep, const Tensor& g) { return where(keep, g, scalar_tensor(0.0, g.dtype())); }
+
+// gelu'(x) in recorded ops, for a recorded backward (the formulas of Tensor::gelu below).
+Tensor gelu_derivative_graph(const Tensor& x, bool tanh_form);
 
 // x^p as PyTorch computes it: p = ±0.5 go through sqrt, so that x.pow(0.5) agrees with x.sqrt() at
 // -inf and -0 (C's pow(-inf, 0.5) is +inf, sqrt(-inf) is nan); p = 2 is one multiply.
@@ -72,7 +96,8 @@ T power(T x, T p) {
 // little beside the exp and erfc it shares with gelu(x), and backward is one product with it
 // instead of running the exp and erfc a second time. It is saved in place of the input, and has
 // its size: where nothing else keeps the input alive, the memory is the same. The same bits as
-// computing gelu'(x) in backward.
+// computing gelu'(x) in backward. That saved derivative is a constant to a recorded backward, which
+// recomputes gelu'(x) from the input in recorded ops: so the input is saved too.
 Tensor gelu_float32(const Tensor& x, detail::GeluApproximation approximation) {
   Tensor out = make_tensor(x.shape(), kFloat32, "gelu");
   const detail::GeluKernels& kernels = detail::gelu_kernels_for_cpu();
@@ -84,7 +109,13 @@ Tensor gelu_float32(const Tensor& x, detail::GeluApproximation approximation) {
   kernels.forward(x.data<float>(), out.mutable_data<float>(), derivative.mutable_data<float>(), x.numel(),
                   approximation);
   autograd::record(out, "GeluBackward", {x},
-                   [saved_derivative = autograd::SavedTensor(derivative)](const Tensor& g, autograd::GradInputs& grads) {
+                   [saved_derivative = autograd::SavedTensor(derivative), saved_x = autograd::SavedTensor(x),
+                    tanh_form = approximation == detail::GeluApproximation::tanh](const Tensor& g,
+                                                                                    autograd::GradInputs& grads) {
+                     if (grads.create_graph()) {
+                       grads.set(0, g * gelu_derivative_graph(grads.unpack(saved_x), tanh_form));
+                       return;
+                     }
                      const Tensor& derivative = grads.unpack(saved_derivative);
                      grads.set(0, detail::map2(g, derivative, [](auto gv, auto dv) { return gv * dv; }));
                    });
@@ -97,13 +128,15 @@ Tensor gelu_float32(const Tensor& x, detail::GeluApproximation approximation) {
 
 Tensor operator-(const Tensor& x) {
   return unary_op<Saved::Nothing>(
-      x, "neg", "NegBackward", [](auto v) { return -v; }, [](auto g) { return -g; });
+      x, "neg", "NegBackward", [](auto v) { return -v; }, [](auto g) { return -g; },
+      [](const Tensor& g) { return -g; });
 }
 
 Tensor Tensor::sqrt() const {
   return unary_op<Saved::Output>(
       *this, "sqrt", "SqrtBackward", [](auto v) { return std::sqrt(v); },
-      [](auto g, auto y) { return g / (y + y); });  // d √x/dx = 1 / (2 √x)
+      [](auto g, auto y) { return g / (y + y); },  // d √x/dx = 1 / (2 √x)
+      [](const Tensor& g, const Tensor& y) { return g / (y + y); });
 }
 
 // PyTorch's rsqrt kernel divides (1 / √x, no reciprocal-square-root estimate); its gradient is
@@ -118,7 +151,8 @@ Tensor Tensor::rsqrt() const {
       [](auto g, auto y) {
         using T = decltype(y);
         return (T(-0.5) * g) * (y * y * y);  // d x^(−½)/dx = −½ x^(−3/2) = −½ y³
-      });
+      },
+      [](const Tensor& g, const Tensor& y) { return (g * -0.5) * (y * y * y); });
 }
 
 Tensor Tensor::pow(double exponent) const {
@@ -129,6 +163,9 @@ Tensor Tensor::pow(double exponent) const {
         using T = decltype(x);
         const T p = static_cast<T>(exponent);
         return exponent == 0.0 ? T(0) : g * p * power(x, p - T(1));  // d x^p/dx = p x^(p−1)
+      },
+      [exponent](const Tensor& g, const Tensor& x) {
+        return exponent == 0.0 ? zeros_like(g) : g * exponent * x.pow(exponent - 1.0);
       });
 }
 
@@ -148,25 +185,44 @@ Tensor pow(double base, const Tensor& exponent) {
         if (base == 0.0 && e >= T(0)) return g * T(0);
         const T power_of_base = static_cast<T>(std::pow(static_cast<T>(base), e));
         return g * (power_of_base * static_cast<T>(std::log(base)));
+      },
+      [base](const Tensor& g, const Tensor& e) {
+        Tensor term = pow(base, e) * std::log(base);
+        if (base == 0.0) term = where(mask_of(e, [](auto v) { return v >= 0; }), scalar_tensor(0.0, e.dtype()), term);
+        return g * term;
       });
 }
 
 Tensor Tensor::exp() const {
   return unary_op<Saved::Output>(
       *this, "exp", "ExpBackward", [](auto v) { return std::exp(v); },
-      [](auto g, auto y) { return g * y; });  // d e^x/dx = e^x
+      [](auto g, auto y) { return g * y; },  // d e^x/dx = e^x
+      [](const Tensor& g, const Tensor& y) { return g * y; });
 }
 
 Tensor Tensor::log() const {
   return unary_op<Saved::Input>(
       *this, "log", "LogBackward", [](auto v) { return std::log(v); },
-      [](auto g, auto x) { return g / x; });  // d log x/dx = 1/x
+      [](auto g, auto x) { return g / x; },  // d log x/dx = 1/x
+      [](const Tensor& g, const Tensor& x) { return g / x; });
 }
 
 Tensor Tensor::log1p() const {
   return unary_op<Saved::Input>(
       *this, "log1p", "Log1pBackward", [](auto v) { return std::log1p(v); },
-      [](auto g, auto x) { return g / (x + decltype(x)(1)); });  // d log(1 + x)/dx = 1 / (1 + x)
+      [](auto g, auto x) { return g / (x + decltype(x)(1)); },  // d log(1 + x)/dx = 1 / (1 + x)
+      [](const Tensor& g, const Tensor& x) { return g / (x + 1.0); });
+}
+
+// The error function, as torch.erf; d erf(x)/dx = 2/√π · e^(−x²).
+Tensor Tensor::erf() const {
+  return unary_op<Saved::Input>(
+      *this, "erf", "ErfBackward", [](auto v) { return std::erf(v); },
+      [](auto g, auto x) {
+        using T = decltype(x);
+        return g * (T(k2OverSqrtPi) * std::exp(-(x * x)));
+      },
+      [](const Tensor& g, const Tensor& x) { return g * ((-(x * x)).exp() * k2OverSqrtPi); });
 }
 
 Tensor Tensor::abs() const {
@@ -175,6 +231,12 @@ Tensor Tensor::abs() const {
       [](auto g, auto x) {
         using T = decltype(x);
         return g * static_cast<T>((T(0) < x) - (x < T(0)));  // g · sign(x): 0 at x = 0 and for NaN
+      },
+      [](const Tensor& g, const Tensor& x) {  // sign(x) is a constant: abs'' = 0
+        return g * detail::map(x, [](auto v) {
+                 using T = decltype(v);
+                 return static_cast<T>((T(0) < v) - (v < T(0)));
+               });
       });
 }
 
@@ -186,13 +248,15 @@ Tensor Tensor::relu() const {
   // x = 0); it passes everywhere else, NaN outputs included.
   return unary_op<Saved::Output>(
       *this, "relu", "ReluBackward", [](auto v) { return v < 0 ? decltype(v)(0) : v; },
-      [](auto g, auto y) { return y <= 0 ? decltype(g)(0) : g; });
+      [](auto g, auto y) { return y <= 0 ? decltype(g)(0) : g; },
+      [](const Tensor& g, const Tensor& y) { return keep_where(mask_of(y, [](auto v) { return !(v <= 0); }), g); });
 }
 
 Tensor Tensor::tanh() const {
   return unary_op<Saved::Output>(
       *this, "tanh", "TanhBackward", [](auto v) { return std::tanh(v); },
-      [](auto g, auto y) { return g * (decltype(y)(1) - y * y); });  // d tanh/dx = 1 − tanh²
+      [](auto g, auto y) { return g * (decltype(y)(1) - y * y); },  // d tanh/dx = 1 − tanh²
+      [](const Tensor& g, const Tensor& y) { return g * (1.0 - y * y); });
 }
 
 Tensor Tensor::sigmoid() const {
@@ -202,7 +266,8 @@ Tensor Tensor::sigmoid() const {
         using T = decltype(v);
         return T(1) / (T(1) + std::exp(-v));  // σ(x) = 1 / (1 + e^−x)
       },
-      [](auto g, auto y) { return g * (decltype(y)(1) - y) * y; });  // σ' = (1 − σ) σ
+      [](auto g, auto y) { return g * (decltype(y)(1) - y) * y; },  // σ' = (1 − σ) σ
+      [](const Tensor& g, const Tensor& y) { return g * (1.0 - y) * y; });
 }
 
 // GELU, PyTorch's kernels (Activation.cpp) operation for operation:
@@ -235,7 +300,8 @@ Tensor Tensor::gelu(std::string_view approximate) const try {
           const T inner_derivative = beta * (T(1) + T(3) * kappa * x_squared);
           const T right_derivative = T(0.5) * x * (T(1) - tanh_inner * tanh_inner) * inner_derivative;
           return g * (left_derivative + right_derivative);
-        });
+        },
+        [](const Tensor& g, const Tensor& x) { return g * gelu_derivative_graph(x, true); });
   return unary_op<Saved::Input>(
       *this, "gelu", "GeluBackward",
       [](auto x) {
@@ -248,10 +314,26 @@ Tensor Tensor::gelu(std::string_view approximate) const try {
         const T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrtHalf)));
         const T pdf = pdf_scale * std::exp(x * x * T(-0.5));
         return g * (cdf + x * pdf);
-      });
+      },
+      [](const Tensor& g, const Tensor& x) { return g * gelu_derivative_graph(x, false); });
 } catch (...) {
   detail::rethrow_out_of_memory_as("gelu");
 }
+
+namespace {
+Tensor gelu_derivative_graph(const Tensor& x, bool tanh_form) {
+  if (tanh_form) {
+    const Tensor x_squared = x * x;
+    const Tensor tanh_inner = ((x + x_squared * x * kGeluKappa) * kGeluBeta).tanh();
+    const Tensor left_derivative = (tanh_inner + 1.0) * 0.5;
+    const Tensor inner_derivative = (x_squared * (3.0 * kGeluKappa) + 1.0) * kGeluBeta;
+    return left_derivative + x * 0.5 * (1.0 - tanh_inner * tanh_inner) * inner_derivative;
+  }
+  const Tensor cdf = ((x * kSqrtHalf).erf() + 1.0) * 0.5;                       // Φ(x)
+  const Tensor pdf = (x * x * -0.5).exp() * (k2OverSqrtPi * kSqrtHalf * 0.5);  // φ(x) = e^(−x²/2) / √(2π)
+  return cdf + x * pdf;
+}
+}  // namespace
 
 // PyTorch's clamp: min(max(x, min), max) with the bounds rounded to the tensor's dtype, so
 // min > max gives max everywhere; NaN in x stays NaN, and a NaN bound makes everything NaN when
@@ -272,6 +354,14 @@ Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const
       [low, high](auto g, auto x) {
         using T = decltype(x);
         return x >= static_cast<T>(low) && x <= static_cast<T>(high) ? g : T(0);
+      },
+      [low, high](const Tensor& g, const Tensor& x) {
+        return keep_where(mask_of(x,
+                                  [low, high](auto v) {
+                                    using T = decltype(v);
+                                    return v >= static_cast<T>(low) && v <= static_cast<T>(high);
+                                  }),
+                          g);
       });
 }
 
@@ -318,8 +408,18 @@ Tensor Tensor::clamp(const std::optional<Tensor>& min, const std::optional<Tenso
                       has_max](const Tensor& g, autograd::GradInputs& grads) {
                        const Tensor &x = grads.unpack(saved_x), &low = grads.unpack(saved_low),
                                     &high = grads.unpack(saved_high);
-                       // The output gradient where passes(x, lo, hi) holds, 0 elsewhere, summed to `shape`.
+                       // The output gradient where passes(x, lo, hi) holds, 0 elsewhere, summed to `shape`;
+                       // recorded, the mask a constant, when the backward is.
                        const auto masked = [&](const Shape& shape, auto passes) {
+                         if (grads.create_graph())
+                           return detail::sum_to(
+                               keep_where(detail::dispatch_floating("ClampBackward", g.dtype(), [&]<typename T>() {
+                                            return detail::broadcast_map<bool, T, T, T>(
+                                                g.shape(), [passes](T xv, T lo, T hi) { return passes(xv, lo, hi); },
+                                                x, low, high);
+                                          }),
+                                          g),
+                               shape);
                          return detail::sum_to(
                              detail::dispatch_floating("ClampBackward", g.dtype(), [&]<typename T>() {
                                return detail::broadcast_map<T, T, T, T, T>(
@@ -354,6 +454,7 @@ Tensor log1p(const Tensor& x) { return x.log1p(); }
 Tensor tanh(const Tensor& x) { return x.tanh(); }
 Tensor sigmoid(const Tensor& x) { return x.sigmoid(); }
 Tensor gelu(const Tensor& x, std::string_view approximate) { return x.gelu(approximate); }
+Tensor erf(const Tensor& x) { return x.erf(); }
 Tensor abs(const Tensor& x) { return x.abs(); }
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) { return x.clamp(min, max); }
 Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
