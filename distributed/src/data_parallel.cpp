@@ -147,6 +147,23 @@ struct DataParallel::State {
     });
   }
 
+  // A gradient that requires grad comes from a backward with create_graph = true. The average over
+  // the ranks is computed from its values alone, a constant: writing it back would silently drop
+  // the graph that create_graph asked for, and a differentiable average would need the all-reduce
+  // on the tape of every rank. Refused after the buckets completed, so no rank is left waiting in a
+  // collective; the local gradients stay as they are.
+  void check_no_graph() const {
+    std::string differentiable;
+    for (const Slot& slot : slots) {
+      if (slot.ready && slot.parameter.grad().requires_grad())
+        differentiable += tg::detail::concat(differentiable.empty() ? "" : ", ", "'", slot.name, "'");
+    }
+    check(differentiable.empty(), kOp, "the gradients of ", differentiable, " require grad (a backward with "
+          "create_graph = true): their average over the ranks would not be differentiable. Call ddp.backward(loss) "
+          "without create_graph; a gradient penalty (autograd::grad of the output w.r.t. the input with "
+          "create_graph, added to the loss) is fine");
+  }
+
   // The next pass starts from nothing: no slot ready, no bucket launched.
   void reset() {
     for (Slot& slot : slots) slot.ready = false;
@@ -170,6 +187,7 @@ struct DataParallel::State {
     launch_full_buckets();
     try {
       for (Bucket& bucket : buckets) bucket.work->wait();
+      check_no_graph();
       write_back(ranks, "ranks", {});
     } catch (...) {
       reset();

@@ -1,7 +1,8 @@
 // DataParallel against one process training on the whole batch: rank 0's weights everywhere after
 // construction, the same steps (to 1e-12 in float64) in the default mode, bitwise the same in exact
 // mode, buckets in reverse registration order, no_sync, unused parameters, a checkpoint written by
-// rank 0 and resumed by all, and misuse.
+// rank 0 and resumed by all, misuse, and the autograd features through DataParallel: a custom
+// function inside the model, a gradient penalty, and create_graph refused.
 #include "distributed_test_util.hpp"
 
 using namespace tg;
@@ -26,6 +27,57 @@ struct Net : nn::Module {
     return use_extra ? lin2(hidden) + extra(hidden) : lin2(hidden);
   }
 };
+
+// y = A · tanh(γ ⊙ x + β) as one custom node (docs/guide/custom-functions.md's example). x: [N, F];
+// γ, β: [F], broadcast over the rows. With t = y / A and u = γ ⊙ x + β, dy/du = A (1 − t²):
+//   dx = g · A (1 − t²) · γ,   dγ = Σ_rows g · A (1 − t²) · x,   dβ = Σ_rows g · A (1 − t²).
+// Backward is written with tg operations from the saved x, γ and y, so under create_graph it is
+// recorded and can be differentiated again (the gradient penalty below needs that).
+struct ScaledTanh : autograd::Function<ScaledTanh> {
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        double amplitude) {
+    Tensor y = (x * gamma + beta).tanh() * amplitude;
+    ctx->save_for_backward({x, gamma, y});
+    ctx->saved_data["amplitude"] = amplitude;
+    return y;
+  }
+  static autograd::variable_list backward(autograd::AutogradContext* ctx, autograd::variable_list grad_outputs) {
+    const autograd::variable_list saved = ctx->get_saved_variables();
+    const double amplitude = ctx->saved_data["amplitude"].toDouble();
+    const Tensor t = saved[2] / amplitude;
+    const Tensor grad_u = grad_outputs[0] * amplitude * (1.0 - t * t);
+    Tensor grad_x, grad_gamma, grad_beta;
+    if (ctx->needs_input_grad(0)) grad_x = grad_u * saved[1];
+    if (ctx->needs_input_grad(1)) grad_gamma = (grad_u * saved[0]).sum({0});
+    if (ctx->needs_input_grad(2)) grad_beta = grad_u.sum({0});
+    return {grad_x, grad_gamma, grad_beta, Tensor()};
+  }
+};
+
+// Linear → ScaledTanh (γ, β: parameters of this module, inputs of the custom node) → Linear, with
+// `outputs` outputs: 3 classes, or 1 for a critic.
+struct FusedNet : nn::Module {
+  nn::Linear lin1{4, 8};
+  nn::Parameter gamma{"FusedNet.gamma", randn({8})};
+  nn::Parameter beta{"FusedNet.beta", randn({8})};
+  nn::Linear lin2;
+  explicit FusedNet(int64_t outputs) : lin2(8, outputs) {}
+  void members(nn::Members& m) override {
+    m.module("lin1", lin1);
+    m.parameter("gamma", gamma);
+    m.parameter("beta", beta);
+    m.module("lin2", lin2);
+  }
+  Tensor forward(const Tensor& x) override { return lin2(ScaledTanh::apply(lin1(x), gamma, beta, 1.7159)); }
+};
+
+// A float64 FusedNet whose initial weights come from seed `seed`.
+FusedNet make_fused_net(uint64_t seed, int64_t outputs) {
+  manual_seed(seed);
+  FusedNet net(outputs);
+  net.to(kFloat64);
+  return net;
+}
 
 // A float64 Net whose initial weights come from seed `seed`.
 Net make_net(uint64_t seed) {
@@ -289,4 +341,154 @@ TEST_CASE("A checkpoint written by rank 0 and loaded by every rank resumes train
   train(resumed, resumed_optimizer, 4, 4);
   const std::vector<Tensor> expected = uninterrupted.parameters(), got = resumed.parameters();
   for (size_t i = 0; i < got.size(); ++i) CHECK(bitwise_equal(got[i], expected[i]));
+}
+
+TEST_CASE("A model with a custom function trains under DataParallel as one process on the whole batch",
+          "[dist][data_parallel][custom_function]") {
+  const int ranks = dist::world_size();
+  const int64_t share = kBatch / ranks, begin = dist::rank() * share;
+  FusedNet net = make_fused_net(static_cast<uint64_t>(dist::rank()), 3);
+  FusedNet reference = make_fused_net(0, 3);
+  dist::DataParallel ddp(net);
+  optim::SGD optimizer(net.parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::SGD reference_optimizer(reference.parameters(), {.lr = 0.1, .momentum = 0.9});
+  for (int step = 0; step < 5; ++step) {
+    const auto [x, y] = batch_of(step);
+    optimizer.zero_grad();
+    ddp.backward(nn::cross_entropy(ddp(rows(x, begin, begin + share)), rows(y, begin, begin + share)));
+    reference_optimizer.zero_grad();
+    nn::cross_entropy(reference(x), y).backward();
+    // The averaged gradients are the whole batch's, γ and β (the custom node's inputs) included.
+    const auto mine = net.named_parameters();
+    const std::vector<Tensor> expected = reference.parameters();
+    for (size_t i = 0; i < mine.size(); ++i) {
+      INFO("step " << step << ", gradient of " << mine[i].first);
+      REQUIRE(mine[i].second.grad().defined());
+      CHECK(relative_difference(mine[i].second.grad(), expected[i].grad()) <= 1e-12);
+    }
+    optimizer.step();
+    reference_optimizer.step();
+    for (size_t i = 0; i < mine.size(); ++i) {
+      INFO("step " << step << ", parameter " << mine[i].first);
+      CHECK(relative_difference(mine[i].second, expected[i]) <= 1e-12);
+    }
+  }
+  // Every rank holds the same weights, bit for bit.
+  for (const Tensor& all : gathered_parameters(net)) {
+    for (int r = 1; r < ranks; ++r) CHECK(bitwise_equal(rows(all, r, r + 1), rows(all, 0, 1)));
+  }
+}
+
+TEST_CASE("A model with a custom function in exact mode is bitwise the fixed-order sum of the shard gradients",
+          "[dist][data_parallel][custom_function][exact]") {
+  constexpr int64_t kShards = 6;
+  constexpr int64_t kShardSize = kBatch / kShards;
+  FusedNet net = make_fused_net(static_cast<uint64_t>(dist::rank()), 3);
+  FusedNet reference = make_fused_net(0, 3);
+  dist::DataParallel ddp(net, {.exact_shards = kShards});
+  const auto [x, y] = batch_of(0);
+  for (int64_t local = 0; local < ddp.local_shards(); ++local) {
+    const int64_t shard = ddp.global_shard(local);
+    ddp.backward(nn::cross_entropy(ddp(rows(x, shard * kShardSize, (shard + 1) * kShardSize)),
+                                   rows(y, shard * kShardSize, (shard + 1) * kShardSize)));
+  }
+  // (g_0 + g_1 + ... + g_5) / 6 in one process, summed in shard order.
+  std::vector<Tensor> sum;
+  for (int64_t shard = 0; shard < kShards; ++shard) {
+    reference.zero_grad();
+    nn::cross_entropy(reference(rows(x, shard * kShardSize, (shard + 1) * kShardSize)),
+                      rows(y, shard * kShardSize, (shard + 1) * kShardSize)).backward();
+    const std::vector<Tensor> parameters = reference.parameters();
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (shard == 0) sum.push_back(parameters[i].grad());
+      else sum[i] = sum[i] + parameters[i].grad();
+    }
+  }
+  const auto mine = net.named_parameters();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    INFO("gradient of " << mine[i].first);
+    CHECK(bitwise_equal(mine[i].second.grad(), sum[i] / double(kShards)));
+  }
+}
+
+TEST_CASE("A gradient penalty trains under DataParallel as one process on the whole batch",
+          "[dist][data_parallel][custom_function][create_graph]") {
+  // WGAN-GP's critic loss with λ = 10: mean D(x) + λ · mean_i (‖∇ₓ D(x)_i‖ − 1)². D acts on each
+  // row alone, so row i's input gradient is the gradient of Σ D w.r.t. x's row i, and the mean over
+  // a rank's rows, averaged over equal shares, is the mean over the whole batch.
+  const auto critic_loss = [](auto& critic, const Tensor& x) {  // a FusedNet, or DataParallel around one
+    const Tensor input = x.detach().requires_grad_();
+    const Tensor score = critic(input);  // [n, 1]
+    const Tensor grad_input =
+        autograd::grad({score.sum()}, {input}, {}, {.create_graph = true})[0];  // [n, 4], recorded
+    const Tensor norm = grad_input.pow(2.0).sum({1}).sqrt();
+    return score.mean() + 10.0 * (norm - 1.0).pow(2.0).mean();
+  };
+  const int ranks = dist::world_size();
+  const int64_t share = kBatch / ranks, begin = dist::rank() * share;
+  FusedNet net = make_fused_net(static_cast<uint64_t>(dist::rank()), 1);
+  FusedNet reference = make_fused_net(0, 1);
+  dist::DataParallel ddp(net);
+  optim::SGD optimizer(net.parameters(), {.lr = 0.01, .momentum = 0.9});
+  optim::SGD reference_optimizer(reference.parameters(), {.lr = 0.01, .momentum = 0.9});
+  for (int step = 0; step < 5; ++step) {
+    const Tensor x = batch_of(step).first;
+    optimizer.zero_grad();
+    // autograd::grad runs no accumulator: DataParallel's hooks fire once, in ddp.backward.
+    ddp.backward(critic_loss(ddp, rows(x, begin, begin + share)));
+    reference_optimizer.zero_grad();
+    critic_loss(reference, x).backward();
+    const auto mine = net.named_parameters();
+    const std::vector<Tensor> expected = reference.parameters();
+    for (size_t i = 0; i < mine.size(); ++i) {
+      INFO("step " << step << ", gradient of " << mine[i].first);
+      REQUIRE(mine[i].second.grad().defined());
+      CHECK_FALSE(mine[i].second.grad().requires_grad());
+      CHECK(relative_difference(mine[i].second.grad(), expected[i].grad()) <= 1e-12);
+    }
+    optimizer.step();
+    reference_optimizer.step();
+  }
+  // The penalty's part of the gradient is there: without it the first step's gradient differs.
+  {
+    FusedNet plain = make_fused_net(0, 1), penalised = make_fused_net(0, 1);
+    const Tensor x = batch_of(0).first;
+    plain(x).mean().backward();
+    critic_loss(penalised, x).backward();
+    CHECK(relative_difference(plain.lin1.weight.grad(), penalised.lin1.weight.grad()) > 1e-3);
+    CHECK(relative_difference(plain.gamma.grad(), penalised.gamma.grad()) > 1e-3);
+  }
+  const std::vector<Tensor> mine = net.parameters(), expected = reference.parameters();
+  for (size_t i = 0; i < mine.size(); ++i) CHECK(relative_difference(mine[i], expected[i]) <= 1e-12);
+  for (const Tensor& all : gathered_parameters(net)) {
+    for (int r = 1; r < ranks; ++r) CHECK(bitwise_equal(rows(all, r, r + 1), rows(all, 0, 1)));
+  }
+}
+
+TEST_CASE("DataParallel refuses gradients from a backward with create_graph, on every rank, and recovers",
+          "[dist][data_parallel][create_graph][errors]") {
+  const int ranks = dist::world_size();
+  const int64_t share = kBatch / ranks, begin = dist::rank() * share;
+  FusedNet net = make_fused_net(0, 3);
+  FusedNet reference = make_fused_net(0, 3);
+  dist::DataParallel ddp(net);
+  const auto [x, y] = batch_of(0);
+  nn::cross_entropy(ddp(rows(x, begin, begin + share)), rows(y, begin, begin + share)).backward({.create_graph = true});
+  // Called once (REQUIRE_TG_ERROR would call it twice): the message names every such parameter.
+  std::string message;
+  try {
+    ddp.synchronize();
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  CHECK_THAT(message, Catch::Contains("DataParallel") && Catch::Contains("create_graph = true") &&
+                          Catch::Contains("'lin1.weight'") && Catch::Contains("'gamma'") && Catch::Contains("'beta'") &&
+                          Catch::Contains("'lin2.bias'"));
+  // The local gradients are left as they were, graphs included; the next pass is a normal one.
+  CHECK(net.gamma.grad().requires_grad());
+  net.zero_grad();
+  ddp.backward(nn::cross_entropy(ddp(rows(x, begin, begin + share)), rows(y, begin, begin + share)));
+  nn::cross_entropy(reference(x), y).backward();
+  const std::vector<Tensor> mine = net.parameters(), expected = reference.parameters();
+  for (size_t i = 0; i < mine.size(); ++i) CHECK(relative_difference(mine[i].grad(), expected[i].grad()) <= 1e-12);
 }

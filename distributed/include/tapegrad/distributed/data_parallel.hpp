@@ -72,7 +72,9 @@ class DataParallel {
   /// backward, and never inside no_sync().
   void backward(const Tensor& loss);
   /// Waits for this pass's all-reduces and replaces every parameter's grad with the average over
-  /// the ranks. Needed only after a backward called directly (loss.backward()).
+  /// the ranks. Needed only after a backward called directly (loss.backward()). A gradient that
+  /// requires grad (from a backward with create_graph = true) is a tg::Error naming the parameters:
+  /// the average is not differentiable, as PyTorch's data-parallel wrappers refuse such gradients.
   void synchronize();
 
   /// While the returned guard lives, backward accumulates gradients locally without any
