@@ -464,16 +464,17 @@ const char* Tensor::grad_fn_name() const {
 }
 
 namespace {
-// Memory exhaustion anywhere in the engine or in a node's backward leaves as tg::Error.
-std::vector<Tensor> run_backward_or_throw(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
-                                          const autograd::PassOptions& options) {
+// Memory exhaustion anywhere in a backward call — its arguments, the engine, a node's backward —
+// leaves as tg::Error naming backward and the shape of the tensor differentiated.
+template <typename Body>
+auto backward_or_throw(const Shape& shape, const Body& body) -> decltype(body()) {
   try {
-    return autograd::run_backward(roots, seeds, options);
+    return body();
   } catch (const detail::OutOfMemoryError& error) {  // a tensor, or an op called by a node's backward
     throw detail::OutOfMemoryError("backward", error.what_failed());
   } catch (const std::bad_alloc&) {
     throw detail::OutOfMemoryError(
-        "backward", detail::concat("out of memory while back-propagating from a tensor of shape ", roots[0].shape()));
+        "backward", detail::concat("out of memory while back-propagating from a tensor of shape ", shape));
   }
 }
 
@@ -523,7 +524,7 @@ autograd::PassOptions pass_options(const BackwardOptions& options) {
 void Tensor::backward() const {
   check(defined(), "backward", "undefined tensor");
   // The seed is ours alone: hand it to the engine without the detached view backward(g) makes.
-  run_backward_or_throw({*this}, {implicit_seed(*this, "backward")}, {});
+  backward_or_throw(shape(), [&] { autograd::run_backward({*this}, {implicit_seed(*this, "backward")}, {}); });
 }
 
 void Tensor::backward(const Tensor& grad_output) const {
@@ -531,50 +532,58 @@ void Tensor::backward(const Tensor& grad_output) const {
   check(grad_output.shape() == shape() && grad_output.dtype() == dtype(), "backward", "grad_output of shape ",
         grad_output.shape(), " (", grad_output.dtype(), ") does not match the output of shape ", shape(), " (",
         dtype(), ")");
-  run_backward_or_throw({*this}, {grad_output.detach()}, {});
+  backward_or_throw(shape(), [&] { autograd::run_backward({*this}, {grad_output.detach()}, {}); });
 }
 
-void Tensor::backward(const BackwardOptions& options) const { autograd::backward({*this}, {}, options); }
+void Tensor::backward(const BackwardOptions& options) const {
+  check(defined(), "backward", "undefined tensor");
+  backward_or_throw(shape(), [&] { autograd::backward({*this}, {}, options); });
+}
 
 void Tensor::backward(const Tensor& grad_output, const BackwardOptions& options) const {
-  check(grad_output.defined(), "backward", "undefined grad_output");
-  autograd::backward({*this}, {grad_output}, options);
+  check(defined() && grad_output.defined(), "backward", "undefined tensor");
+  backward_or_throw(shape(), [&] { autograd::backward({*this}, {grad_output}, options); });
 }
 
 namespace autograd {
 
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
               const BackwardOptions& options) {
-  const std::vector<Tensor> seeds = checked_seeds(tensors, grad_tensors, "backward");
-  for (size_t i = 0; i < options.inputs.size(); ++i)
-    check(options.inputs[i].defined() && options.inputs[i].requires_grad(), "backward", "inputs[", i, "]",
-          options.inputs[i].defined() ? detail::concat(" (shape ", options.inputs[i].shape(), ")") : std::string(),
-          " does not require grad");
-  run_backward_or_throw(tensors, seeds, pass_options(options));
+  const Shape shape = !tensors.empty() && tensors[0].defined() ? tensors[0].shape() : Shape{};
+  backward_or_throw(shape, [&] {
+    const std::vector<Tensor> seeds = checked_seeds(tensors, grad_tensors, "backward");
+    for (size_t i = 0; i < options.inputs.size(); ++i)
+      check(options.inputs[i].defined() && options.inputs[i].requires_grad(), "backward", "inputs[", i, "]",
+            options.inputs[i].defined() ? detail::concat(" (shape ", options.inputs[i].shape(), ")") : std::string(),
+            " does not require grad");
+    run_backward(tensors, seeds, pass_options(options));
+  });
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, const GradOptions& options) {
-  const std::vector<Tensor> seeds = checked_seeds(outputs, grad_outputs, "autograd::grad");
-  check(!inputs.empty(), "autograd::grad", "no inputs to differentiate with respect to");
-  for (size_t i = 0; i < inputs.size(); ++i)
-    check(inputs[i].defined() && inputs[i].requires_grad(), "autograd::grad", "inputs[", i, "]",
-          inputs[i].defined() ? detail::concat(" (shape ", inputs[i].shape(), ")") : std::string(),
-          " does not require grad: it is not part of any graph");
-  std::vector<Tensor> grads = run_backward_or_throw(
-      outputs, seeds,
-      {.keep_graph = options.retain_graph.value_or(options.create_graph),
-       .create_graph = options.create_graph,
-       .targets = inputs,
-       .accumulate_targets = false});
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (grads[i].defined()) continue;
-    check(options.allow_unused || options.materialize_grads, "autograd::grad", "inputs[", i, "] (shape ",
-          inputs[i].shape(), ") was not used to compute the outputs (no gradient reached it); pass "
-          "allow_unused = true to get an undefined tensor for it");
-    if (options.materialize_grads) grads[i] = zeros(inputs[i].shape(), inputs[i].dtype());
-  }
-  return grads;
+  const Shape shape = !outputs.empty() && outputs[0].defined() ? outputs[0].shape() : Shape{};
+  return backward_or_throw(shape, [&] {
+    const std::vector<Tensor> seeds = checked_seeds(outputs, grad_outputs, "autograd::grad");
+    check(!inputs.empty(), "autograd::grad", "no inputs to differentiate with respect to");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      check(inputs[i].defined() && inputs[i].requires_grad(), "autograd::grad", "inputs[", i, "]",
+            inputs[i].defined() ? detail::concat(" (shape ", inputs[i].shape(), ")") : std::string(),
+            " does not require grad: it is not part of any graph");
+    std::vector<Tensor> grads = run_backward(outputs, seeds,
+                                             {.keep_graph = options.retain_graph.value_or(options.create_graph),
+                                              .create_graph = options.create_graph,
+                                              .targets = inputs,
+                                              .accumulate_targets = false});
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (grads[i].defined()) continue;
+      check(options.allow_unused || options.materialize_grads, "autograd::grad", "inputs[", i, "] (shape ",
+            inputs[i].shape(), ") was not used to compute the outputs (no gradient reached it); pass "
+            "allow_unused = true to get an undefined tensor for it");
+      if (options.materialize_grads) grads[i] = zeros(inputs[i].shape(), inputs[i].dtype());
+    }
+    return grads;
+  });
 }
 
 }  // namespace autograd
