@@ -524,7 +524,10 @@ autograd::PassOptions pass_options(const BackwardOptions& options) {
 void Tensor::backward() const {
   check(defined(), "backward", "undefined tensor");
   // The seed is ours alone: hand it to the engine without the detached view backward(g) makes.
-  backward_or_throw(shape(), [&] { autograd::run_backward({*this}, {implicit_seed(*this, "backward")}, {}); });
+  backward_or_throw(shape(), [&] {
+    const Tensor seed = implicit_seed(*this, "backward");
+    autograd::run_backward({this, 1}, {&seed, 1}, {});
+  });
 }
 
 void Tensor::backward(const Tensor& grad_output) const {
@@ -532,7 +535,10 @@ void Tensor::backward(const Tensor& grad_output) const {
   check(grad_output.shape() == shape() && grad_output.dtype() == dtype(), "backward", "grad_output of shape ",
         grad_output.shape(), " (", grad_output.dtype(), ") does not match the output of shape ", shape(), " (",
         dtype(), ")");
-  backward_or_throw(shape(), [&] { autograd::run_backward({*this}, {grad_output.detach()}, {}); });
+  backward_or_throw(shape(), [&] {
+    const Tensor seed = grad_output.detach();
+    autograd::run_backward({this, 1}, {&seed, 1}, {});
+  });
 }
 
 void Tensor::backward(const BackwardOptions& options) const {

@@ -98,8 +98,7 @@ SavedTensor::SavedTensor(const Tensor& tensor, Kind kind, uint32_t output_nr)
     producer_ = impl->grad_fn;
     output_nr_ = impl->output_nr;
   } else if (impl->requires_grad) {
-    producer_ = std::static_pointer_cast<Node>(grad_accumulator_ptr(tensor));
-    leaf_ = true;
+    leaf_ = tg::detail::impl_ptr_of(tensor);
   }
 }
 
@@ -111,7 +110,9 @@ Tensor GradInputs::unpack(const SavedTensor& saved) const {
         ". Don't write to a tensor (fill_, copy_, optimizer.step(), ...) between the forward pass that uses it "
         "and backward");
   if (!create_graph_) return saved.tensor_;
-  // A recorded backward differentiates through what was saved: the same bytes, in the graph again.
+  // A recorded backward differentiates through what was saved: the leaf itself, or the same bytes
+  // as the output of their producer.
+  if (std::shared_ptr<TensorImpl> leaf = saved.leaf_.lock()) return tg::detail::TensorAccess::wrap(std::move(leaf));
   std::shared_ptr<Node> producer = saved.kind_ == SavedTensor::kOutput ? node_ : saved.producer_.lock();
   if (!producer) return saved.tensor_;  // a constant of the backward
   auto attached = std::make_shared<TensorImpl>();
@@ -119,13 +120,8 @@ Tensor GradInputs::unpack(const SavedTensor& saved) const {
   attached->numel = impl.numel;
   attached->dtype = impl.dtype;
   attached->storage = impl.storage;
-  if (saved.leaf_) {
-    attached->requires_grad = true;
-    attached->grad_accumulator = std::static_pointer_cast<AccumulateGrad>(std::move(producer));
-  } else {
-    attached->grad_fn = std::move(producer);
-    attached->output_nr = saved.output_nr_;
-  }
+  attached->grad_fn = std::move(producer);
+  attached->output_nr = saved.output_nr_;
   return tg::detail::TensorAccess::wrap(std::move(attached));
 }
 
@@ -426,7 +422,7 @@ void run_node(const std::shared_ptr<Node>& node_ptr, Scratch& scratch, Pass& pas
 
 }  // namespace
 
-std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,
+std::vector<Tensor> run_backward(std::span<const Tensor> roots, std::span<const Tensor> grad_outputs,
                                  const PassOptions& options) {
   check(!options.create_graph || is_grad_enabled(), "backward",
         "create_graph = true inside a tg::NoGradGuard: the backward pass would not be recorded; drop the guard "
@@ -438,12 +434,21 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   static std::atomic<uint64_t> last_pass{0};
   const uint64_t pass_id = ++last_pass;  // marks the nodes this pass has seen, without a hash set
   Pass pass{options, pass_id, !options.targets.empty(), {}, {}};
-  auto root = std::make_shared<GraphRoot>(grad_outputs);
-  root->next.reserve(roots.size());
-  for (const Tensor& tensor : roots) {
-    root->next.push_back(gradient_edge(tensor));
-    check(static_cast<bool>(root->next[root->next.size() - 1]), "backward", "the tensor of shape ", tensor.shape(),
+  for (const Tensor& tensor : roots)
+    check(tensor.requires_grad(), "backward", "the tensor of shape ", tensor.shape(),
           " does not require grad and has no grad_fn");
+  // One root and no targets (loss.backward()): the pass starts at the root's own node. Otherwise a
+  // GraphRoot seeds every root.
+  std::shared_ptr<Node> root;
+  uint32_t root_slot = 0;
+  if (roots.size() == 1 && !pass.has_targets) {
+    Edge edge = gradient_edge(roots[0]);
+    root = std::move(edge.function);
+    root_slot = edge.input_nr;
+  } else {
+    root = std::make_shared<GraphRoot>(std::vector<Tensor>(grad_outputs.begin(), grad_outputs.end()));
+    root->next.reserve(roots.size());
+    for (const Tensor& tensor : roots) root->next.push_back(gradient_edge(tensor));
   }
   for (const Tensor& target : options.targets) {
     Edge edge = gradient_edge(target);
@@ -474,7 +479,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
 
   topological_order(root, scratch, pass_id);
   if (pass.has_targets) mark_needed(scratch.order, pass_id);
-  root->pending_grad = grad_outputs.empty() ? Tensor() : grad_outputs[0];
+  root->pending(root_slot) = grad_outputs[0];
   root->needed_in_pass = true;
   try {
     for (const std::shared_ptr<Node>& node : scratch.order) run_node(node, scratch, pass);

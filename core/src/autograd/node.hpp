@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -106,10 +107,10 @@ class SavedTensor {
   friend class GradInputs;
   Tensor tensor_;
   uint64_t version_;
-  std::weak_ptr<Node> producer_;  // an input's grad_fn, or its AccumulateGrad for a leaf
-  uint32_t output_nr_;            // which output of the producer (of this node, for kOutput)
+  std::weak_ptr<Node> producer_;       // a non-leaf input's grad_fn
+  std::weak_ptr<TensorImpl> leaf_;     // a leaf input that requires grad: the leaf itself
+  uint32_t output_nr_;                 // which output of the producer (of this node, for kOutput)
   Kind kind_;
-  bool leaf_ = false;             // an input that is a leaf requiring grad
 };
 
 // A list of hooks in registration order, each with the id its HookHandle removes. Shared between
@@ -332,7 +333,7 @@ struct PassOptions {
 
 // Runs the backward pass from `roots` with d(roots[i]) = grad_outputs[i]; returns the gradient
 // reaching each target (undefined where none did) when targets are given and not accumulated.
-std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,
+std::vector<Tensor> run_backward(std::span<const Tensor> roots, std::span<const Tensor> grad_outputs,
                                  const PassOptions& options);
 
 }  // namespace tg::autograd
