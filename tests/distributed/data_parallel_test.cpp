@@ -180,6 +180,25 @@ TEST_CASE("DataParallel trains as one process on the whole batch, to 1e-12 in fl
   for (size_t i = 0; i < runs[0].size(); ++i) CHECK(bitwise_equal(runs[0][i], runs[1][i]));
 }
 
+// The sum over `shards` equal slices of the batch, in slice order, of each parameter's gradient of
+// the slice's cross-entropy, computed in one process: exact mode's definition (times the count).
+template <typename Model>
+std::vector<Tensor> shard_gradient_sum(Model& reference, const Tensor& x, const Tensor& y, int64_t shards) {
+  const int64_t size = x.size(0) / shards;
+  std::vector<Tensor> sum;
+  for (int64_t shard = 0; shard < shards; ++shard) {
+    reference.zero_grad();
+    nn::cross_entropy(reference(rows(x, shard * size, (shard + 1) * size)), rows(y, shard * size, (shard + 1) * size))
+        .backward();
+    const std::vector<Tensor> parameters = reference.parameters();
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (shard == 0) sum.push_back(parameters[i].grad());
+      else sum[i] = sum[i] + parameters[i].grad();
+    }
+  }
+  return sum;
+}
+
 TEST_CASE("DataParallel's exact mode is bitwise the fixed-order sum of the shard gradients at any world size",
           "[dist][data_parallel][exact]") {
   constexpr int64_t kShards = 6;  // np 1, 2 and 3 all divide it
@@ -200,17 +219,7 @@ TEST_CASE("DataParallel's exact mode is bitwise the fixed-order sum of the shard
     }
     optimizer.step();
     // The definition, in one process: (g_0 + g_1 + ... + g_5) / 6, summed in shard order.
-    std::vector<Tensor> sum;
-    for (int64_t shard = 0; shard < kShards; ++shard) {
-      reference.zero_grad();
-      nn::cross_entropy(reference(rows(x, shard * kShardSize, (shard + 1) * kShardSize)),
-                        rows(y, shard * kShardSize, (shard + 1) * kShardSize)).backward();
-      const std::vector<Tensor> parameters = reference.parameters();
-      for (size_t i = 0; i < parameters.size(); ++i) {
-        if (shard == 0) sum.push_back(parameters[i].grad());
-        else sum[i] = sum[i] + parameters[i].grad();
-      }
-    }
+    const std::vector<Tensor> sum = shard_gradient_sum(reference, x, y, kShards);
     std::vector<Tensor> parameters = reference.parameters();
     for (size_t i = 0; i < parameters.size(); ++i) parameters[i].set_grad(sum[i] / double(kShards));
     reference_optimizer.step();
@@ -393,17 +402,7 @@ TEST_CASE("A model with a custom function in exact mode is bitwise the fixed-ord
                                    rows(y, shard * kShardSize, (shard + 1) * kShardSize)));
   }
   // (g_0 + g_1 + ... + g_5) / 6 in one process, summed in shard order.
-  std::vector<Tensor> sum;
-  for (int64_t shard = 0; shard < kShards; ++shard) {
-    reference.zero_grad();
-    nn::cross_entropy(reference(rows(x, shard * kShardSize, (shard + 1) * kShardSize)),
-                      rows(y, shard * kShardSize, (shard + 1) * kShardSize)).backward();
-    const std::vector<Tensor> parameters = reference.parameters();
-    for (size_t i = 0; i < parameters.size(); ++i) {
-      if (shard == 0) sum.push_back(parameters[i].grad());
-      else sum[i] = sum[i] + parameters[i].grad();
-    }
-  }
+  const std::vector<Tensor> sum = shard_gradient_sum(reference, x, y, kShards);
   const auto mine = net.named_parameters();
   for (size_t i = 0; i < mine.size(); ++i) {
     INFO("gradient of " << mine[i].first);
