@@ -89,8 +89,12 @@ std::mutex& grad_mutex(const TensorImpl* impl) {
 
 bool GradInputs::needed(size_t input) const { return static_cast<bool>(node_->next[input]); }
 
+// A constant (no grad_fn, no requires_grad: an intermediate of a fused kernel, a mask) has no
+// autograd state to cut, so it is kept as it is, without the detached view's allocation.
 SavedTensor::SavedTensor(const Tensor& tensor, Kind kind, uint32_t output_nr)
-    : tensor_(tensor.detach()), version_(tg::detail::impl_of(tensor)->storage->version), output_nr_(output_nr),
+    : tensor_(kind == kOutput || tensor.requires_grad() ? tensor.detach() : tensor),
+      version_(tg::detail::impl_of(tensor)->storage->version),
+      output_nr_(output_nr),
       kind_(kind) {
   if (kind == kOutput) return;
   const TensorImpl* impl = tg::detail::impl_of(tensor);
