@@ -19,6 +19,18 @@ namespace tg {
 
 namespace {
 
+// Every input defined and float64 (finite differences need it), and at least one requiring grad.
+void check_inputs(const std::vector<Tensor>& inputs, const char* op) {
+  bool any_requires_grad = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check(inputs[i].defined(), op, "input ", i, " is undefined");
+    check(inputs[i].dtype() == kFloat64, op, "input ", i, " (shape ", inputs[i].shape(), ") is ", inputs[i].dtype(),
+          "; finite differences need float64 inputs (use .to(tg::kFloat64))");
+    any_requires_grad |= inputs[i].requires_grad();
+  }
+  check(any_requires_grad, op, "no input requires grad; call requires_grad_() on the inputs to check");
+}
+
 // Fresh leaves with the inputs' values, so that the user's tensors and their .grad are untouched.
 std::vector<Tensor> private_copies(const std::vector<Tensor>& inputs) {
   std::vector<Tensor> copies;
@@ -95,14 +107,7 @@ GradcheckResult gradcheck(const DifferentiableFunction& fn, const std::vector<Te
   check(options.eps > 0 && options.atol >= 0 && options.rtol >= 0, "gradcheck",
         "expected eps > 0, atol >= 0, rtol >= 0, got eps = ", options.eps, ", atol = ", options.atol,
         ", rtol = ", options.rtol);
-  bool any_requires_grad = false;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    check(inputs[i].defined(), "gradcheck", "input ", i, " is undefined");
-    check(inputs[i].dtype() == kFloat64, "gradcheck", "input ", i, " (shape ", inputs[i].shape(), ") is ",
-          inputs[i].dtype(), "; finite differences need float64 inputs (use .to(tg::kFloat64))");
-    any_requires_grad |= inputs[i].requires_grad();
-  }
-  check(any_requires_grad, "gradcheck", "no input requires grad; call requires_grad_() on the inputs to check");
+  check_inputs(inputs, "gradcheck");
   // The analytic Jacobian is a backward pass through what fn records.
   check(is_grad_enabled(), "gradcheck",
         "grad mode is off on this thread (a NoGradGuard is alive), so fn's operations are not recorded and "
@@ -229,14 +234,7 @@ void retell_for_gradgradcheck(GradcheckResult& result, const std::vector<Tensor>
 
 GradcheckResult gradgradcheck(const DifferentiableFunction& fn, const std::vector<Tensor>& inputs,
                               const Tensor& grad_output, const GradcheckOptions& options) {
-  bool any_requires_grad = false;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    check(inputs[i].defined(), "gradgradcheck", "input ", i, " is undefined");
-    check(inputs[i].dtype() == kFloat64, "gradgradcheck", "input ", i, " (shape ", inputs[i].shape(), ") is ",
-          inputs[i].dtype(), "; finite differences need float64 inputs (use .to(tg::kFloat64))");
-    any_requires_grad |= inputs[i].requires_grad();
-  }
-  check(any_requires_grad, "gradgradcheck", "no input requires grad; call requires_grad_() on the inputs to check");
+  check_inputs(inputs, "gradgradcheck");
   check(is_grad_enabled(), "gradgradcheck",
         "grad mode is off on this thread (a NoGradGuard is alive), so neither fn nor its backward is recorded; "
         "call gradgradcheck outside the NoGradGuard");

@@ -320,6 +320,16 @@ void check_finite(const Node& node, const std::vector<Tensor>& grads) {
   }
 }
 
+// A non-leaf's .grad (retain_grad, or one of backward's inputs) receives `grad`: its own copy when
+// nothing is recorded (the gradient flows on and may be summed into), added to what it holds.
+void add_to_grad(TensorImpl& impl, const Tensor& grad) {
+  const std::lock_guard lock(grad_mutex(&impl));
+  if (!impl.grad.defined())
+    impl.grad = grad.requires_grad() ? grad : grad.clone();
+  else
+    accumulate(impl.grad, grad, "non-leaf gradient");
+}
+
 // Runs the gradient hooks registered on one output, in registration order; each may replace the
 // gradient with one of the same shape and dtype. Then a non-leaf that retains its gradient gets it.
 Tensor run_output_hooks(const OutputHooks& output, Tensor grad, bool store_retained) {
@@ -335,14 +345,7 @@ Tensor run_output_hooks(const OutputHooks& output, Tensor grad, bool store_retai
     }
   }
   if (store_retained)
-    if (const std::shared_ptr<TensorImpl> impl = output.retains_grad.lock()) {
-      const std::lock_guard lock(grad_mutex(impl.get()));
-      // Its own copy when nothing is recorded: the gradient flows on and may be summed into.
-      if (!impl->grad.defined())
-        impl->grad = grad.requires_grad() ? grad : grad.clone();
-      else
-        accumulate(impl->grad, grad, "retained gradient");
-    }
+    if (const std::shared_ptr<TensorImpl> impl = output.retains_grad.lock()) add_to_grad(*impl, grad);
   return grad;
 }
 
@@ -379,13 +382,7 @@ void run_node(const std::shared_ptr<Node>& node_ptr, Scratch& scratch, Pass& pas
       if (target.function.get() != &node || !outputs[target.input_nr].defined()) continue;
       if (pass.options.accumulate_targets && !node.is_accumulator) {
         // backward(inputs = {non-leaf}): the gradient accumulates into that tensor's .grad.
-        TensorImpl* impl = tg::detail::impl_of(pass.options.targets[t]);
-        const std::lock_guard lock(grad_mutex(impl));
-        Tensor& stored = impl->grad;
-        if (!stored.defined())
-          stored = outputs[target.input_nr].requires_grad() ? outputs[target.input_nr] : outputs[target.input_nr].clone();
-        else
-          accumulate(stored, outputs[target.input_nr], "input gradient");
+        add_to_grad(*tg::detail::impl_of(pass.options.targets[t]), outputs[target.input_nr]);
       } else if (!pass.options.accumulate_targets) {
         pass.captured[t] = outputs[target.input_nr];
       }
