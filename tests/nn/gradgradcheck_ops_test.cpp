@@ -125,6 +125,17 @@ const std::vector<Row>& rows() {
     r.push_back(unary("sigmoid", [](const Tensor& x) { return x.sigmoid(); }));
     r.push_back(unary("gelu", [](const Tensor& x) { return x.gelu(); }, -2.0, 2.0));
     r.push_back(unary("gelu tanh", [](const Tensor& x) { return x.gelu("tanh"); }, -2.0, 2.0));
+    // The CNN activations, their branches on either side of the kinks (0, ±3, βx = threshold).
+    r.push_back(unary("silu", [](const Tensor& x) { return F::silu(x); }, -4.0, 4.0));
+    r.push_back(unary("leaky_relu", [](const Tensor& x) { return F::leaky_relu(x, 0.2); }));
+    r.push_back(unary("elu", [](const Tensor& x) { return F::elu(x, 0.5); }, -2.0, 2.0));
+    r.push_back(unary("softplus", [](const Tensor& x) { return F::softplus(x); }, -4.0, 4.0));
+    r.push_back(unary("softplus beta 2 below threshold 1", [](const Tensor& x) { return F::softplus(x, 2.0, 1.0); },
+                      -1.0, 0.4));
+    r.push_back(unary("softplus beta 2 above threshold 1", [](const Tensor& x) { return F::softplus(x, 2.0, 1.0); },
+                      0.6, 1.5));
+    r.push_back(unary("hardswish", [](const Tensor& x) { return F::hardswish(x); }, -4.0, 4.0, {3, 4}));
+    r.push_back(unary("mish", [](const Tensor& x) { return F::mish(x); }, -4.0, 4.0));
     r.push_back(unary("abs", [](const Tensor& x) { return x.abs(); }));
     r.push_back(unary("clamp", [](const Tensor& x) { return x.clamp(-0.5, 0.5); }));
     r.push_back(unary("clamp_min", [](const Tensor& x) { return x.clamp_min(-0.3); }));
@@ -413,6 +424,18 @@ const std::vector<Row>& rows() {
                    auto m = std::make_shared<tg::nn::GELU>();
                    return module_case<tg::nn::GELU>(m, {}, {leaf({3, 4}, -2, 2)},
                                                     [](tg::nn::GELU& gelu, const Inputs& x) { return gelu(x[0]); });
+                 }});
+    r.push_back({"SiLU, LeakyReLU, ELU, Softplus, Hardswish and Mish in a row", [] {
+                   auto m = std::make_shared<tg::nn::Sequential>(
+                       tg::nn::SiLU(), tg::nn::LeakyReLU({.negative_slope = 0.3}), tg::nn::ELU({.alpha = 2.0}),
+                       tg::nn::Softplus({.beta = 2.0}), tg::nn::Hardswish(), tg::nn::Mish());
+                   return module_case<tg::nn::Sequential>(m, {}, {leaf({3, 4}, -3, 3)},
+                                                          [](tg::nn::Sequential& seq, const Inputs& x) { return seq(x[0]); });
+                 }});
+    r.push_back({"Unflatten", [] {
+                   auto m = std::make_shared<tg::nn::Unflatten>(1, Shape{2, -1});
+                   return module_case<tg::nn::Unflatten>(m, {}, {leaf({3, 4})},
+                                                         [](tg::nn::Unflatten& u, const Inputs& x) { return u(x[0]); });
                  }});
     r.push_back({"Dropout p=0", [] {
                    auto m = std::make_shared<tg::nn::Dropout>(0.0);

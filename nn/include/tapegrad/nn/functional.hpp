@@ -31,6 +31,23 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 Tensor tanh(const Tensor& x);     ///< backward from the saved output: g (1 − y²)   (node TanhBackward)
 Tensor sigmoid(const Tensor& x);  ///< backward from the saved output: g (1 − y) y   (node SigmoidBackward)
+/// The pointwise activations of CNNs, each one fused pass forward and one backward from the saved
+/// input, with PyTorch's formulas, defaults and derivatives at the kinks:
+///@{
+/// x σ(x) = x / (1 + e^−x)   (node SiluBackward)
+Tensor silu(const Tensor& x);
+/// x > 0 ? x : negative_slope · x; the gradient at 0 is negative_slope   (node LeakyReluBackward)
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+/// x > 0 ? x : α (eˣ − 1); the gradient at 0 is α   (node EluBackward)
+Tensor elu(const Tensor& x, double alpha = 1.0);
+/// βx > threshold ? x : log(1 + e^(βx)) / β   (node SoftplusBackward)
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+/// x · min(max(x + 3, 0), 6) / 6; the gradient is x/3 + ½ on [−3, 3), 0 below, 1 from 3 on (−½ at
+/// −3 and 1 at 3, as PyTorch's vectorised kernel)   (node HardswishBackward)
+Tensor hardswish(const Tensor& x);
+/// x · tanh(softplus(x))   (node MishBackward)
+Tensor mish(const Tensor& x);
+///@}
 /// In training, zeroes each element with probability p and scales the others by 1/(1 − p), with
 /// PyTorch's mask for the same seed (`generator`, or the default one when null); identity when not
 /// training or p = 0, zeros when p = 1. The backward multiplies by the saved mask   (DropoutBackward)
