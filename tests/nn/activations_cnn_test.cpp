@@ -108,6 +108,23 @@ TEST_CASE("SiLU, Mish, Hardswish, LeakyReLU, ELU and Softplus match PyTorch, kin
   }
 }
 
+TEST_CASE("the CNN activations treat NaN, ±inf and ±0 as PyTorch does", "[activation][fixture]") {
+  const std::string name = GENERATE_REF(from_range(kNames));
+  INFO(name);
+  const tg::testing::FixtureCase& c = tg::testing::fixture("activation.txt", "nonfinite_" + name);
+  Tensor x = leaf(c.at("x"));
+  Tensor y = activation_case(name).functional(x);
+  tg::testing::require_ieee_equal(y, tg::testing::values(c.at("y")), 1e-7);
+  y.backward(tg::ones_like(y));
+  tg::testing::require_ieee_equal(x.grad(), tg::testing::values(c.at("dx")), 1e-7);
+  // an empty tensor is an empty result, with an empty gradient
+  Tensor empty = tg::ones({0, 3}).requires_grad_();
+  Tensor out = activation_case(name).functional(empty);
+  CHECK(out.shape() == Shape{0, 3});
+  out.sum().backward();
+  CHECK(empty.grad().shape() == Shape{0, 3});
+}
+
 TEST_CASE("the CNN activations at hand-derived points", "[activation]") {
   const Tensor x = tg::tensor(std::vector<double>{-4.0, -3.0, -1.0, 0.0, 1.0, 3.0, 4.0}, {7}, tg::kFloat64);
   const auto at = [&](const Tensor& y) { return y.to_vector<double>(); };
