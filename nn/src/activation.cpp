@@ -74,13 +74,17 @@ struct LeakyReluFormula {
   static constexpr const char* kName = "leaky_relu";
   static constexpr const char* kNode = "LeakyReluBackward";
   double negative_slope;
+  // (Each parameter is read unconditionally, so that the compiler hoists it out of the loop and
+  // vectorises the select.)
   template <typename T>
   T value(T x) const {
-    return x > T(0) ? x : x * T(negative_slope);
+    const T slope = T(negative_slope);
+    return x > T(0) ? x : x * slope;
   }
   template <typename T>
   T gradient(T g, T x) const {
-    return x > T(0) ? g : g * T(negative_slope);
+    const T slope = T(negative_slope);
+    return x > T(0) ? g : g * slope;
   }
   Tensor derivative_graph(const Tensor& x) const { return constant_derivative(*this, x); }
 };
@@ -94,11 +98,13 @@ struct EluFormula {
   double alpha;
   template <typename T>
   T value(T x) const {
-    return x <= T(0) ? std::expm1(x) * T(alpha) : x;
+    const T a = T(alpha);
+    return x <= T(0) ? std::expm1(x) * a : x;
   }
   template <typename T>
   T gradient(T g, T x) const {
-    return x <= T(0) ? g * T(alpha) * std::exp(x) : g;
+    const T a = T(alpha);
+    return x <= T(0) ? g * a * std::exp(x) : g;
   }
   Tensor derivative_graph(const Tensor& x) const {
     // exp of x <= 0 only: where's unselected branch still gets a zero gradient, and 0 · e^1000 is NaN
