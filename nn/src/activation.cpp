@@ -6,11 +6,16 @@
 //   derivative_graph  f'(x) in recorded tg ops, so that a recorded backward (create_graph) can be
 //                     differentiated again with derivatives.yaml's second derivatives,
 // and pointwise_activation runs any of them: one map forward, one tape node that saves the input,
-// one map2 backward.
+// one map2 backward. Those whose formula needs e^x (SiLU, ELU, Softplus, Mish) also name their
+// float32 kernels (kFloatKernels, activation_kernels.cpp: the same functions in float lanes with a
+// vectorised exp, where glibc's scalar exp, expm1, log1p and tanh would not vectorise); float64
+// keeps value and gradient, over the C library.
 #include <algorithm>
+#include <concepts>
 #include <cmath>
 #include <utility>
 
+#include "activation_kernels.hpp"
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "map.hpp"
@@ -32,10 +37,45 @@ Tensor constant_derivative(const Op& op, const Tensor& x) {
 // y = op.value(x) elementwise, float32 and float64, with one tape node whose backward is
 // g · f'(x) from the saved input: op.gradient in one pass, or g · op.derivative_graph(x) when the
 // backward is recorded.
+// An Op with float32 kernels: kFloatKernels names its entry in the kernel table, float_options()
+// gives its options in float.
+template <typename Op>
+concept HasFloatKernels = requires(const Op& op) {
+  Op::kFloatKernels;
+  { op.float_options() } -> std::same_as<tg::detail::ActivationOptions>;
+};
+
+// pointwise_activation for float32 over the op's kernels: one vectorised pass forward, one
+// backward from g and the saved input (a recorded backward is the same as for float64).
+template <HasFloatKernels Op>
+Tensor float32_activation(const Tensor& x, const Op& op) {
+  const tg::detail::PointwiseActivationKernels& kernels = tg::detail::activation_kernels_for_cpu().*Op::kFloatKernels;
+  Tensor out = empty(x.shape(), kFloat32);
+  kernels.forward(x.data<float>(), out.mutable_data<float>(), x.numel(), op.float_options());
+  if (!autograd::needs_grad(x)) return out;
+  autograd::record(out, Op::kNode, {x},
+                   [op, &kernels, saved_x = autograd::SavedTensor(x)](const Tensor& g, autograd::GradInputs& grads) {
+                     const Tensor& input = grads.unpack(saved_x);
+                     if (grads.create_graph()) {
+                       grads.set(0, g * op.derivative_graph(input));
+                       return;
+                     }
+                     Tensor dx = empty(input.shape(), kFloat32);
+                     const Tensor gradient = g.dtype() == kFloat32 ? g : g.to(kFloat32);
+                     kernels.backward(gradient.data<float>(), input.data<float>(), dx.mutable_data<float>(),
+                                      input.numel(), op.float_options());
+                     grads.set(0, dx);
+                   });
+  return out;
+}
+
 template <typename Op>
 Tensor pointwise_activation(const Tensor& x, const Op& op) try {
   check(x.defined(), Op::kName, "undefined input");
   tg::detail::check_dtype<tg::detail::FloatingDTypes>(Op::kName, x.dtype());
+  if constexpr (HasFloatKernels<Op>) {
+    if (x.dtype() == kFloat32) return float32_activation(x, op);
+  }
   Tensor out = tg::detail::map(x, [op](auto v) { return op.value(v); });
   if (!autograd::needs_grad(x)) return out;
   autograd::record(out, Op::kNode, {x},
@@ -54,6 +94,8 @@ Tensor pointwise_activation(const Tensor& x, const Op& op) try {
 struct SiluFormula {
   static constexpr const char* kName = "silu";
   static constexpr const char* kNode = "SiluBackward";
+  static constexpr auto kFloatKernels = &tg::detail::ActivationKernels::silu;
+  tg::detail::ActivationOptions float_options() const { return {}; }
   template <typename T>
   T value(T x) const {
     return x / (T(1) + std::exp(-x));
@@ -95,6 +137,8 @@ struct LeakyReluFormula {
 struct EluFormula {
   static constexpr const char* kName = "elu";
   static constexpr const char* kNode = "EluBackward";
+  static constexpr auto kFloatKernels = &tg::detail::ActivationKernels::elu;
+  tg::detail::ActivationOptions float_options() const { return {.alpha = static_cast<float>(alpha)}; }
   double alpha;
   template <typename T>
   T value(T x) const {
@@ -118,6 +162,8 @@ struct EluFormula {
 struct SoftplusFormula {
   static constexpr const char* kName = "softplus";
   static constexpr const char* kNode = "SoftplusBackward";
+  static constexpr auto kFloatKernels = &tg::detail::ActivationKernels::softplus;
+  tg::detail::ActivationOptions float_options() const { return {.beta = static_cast<float>(beta), .threshold = static_cast<float>(threshold)}; }
   double beta, threshold;
   template <typename T>
   T value(T x) const {
@@ -163,6 +209,8 @@ struct HardswishFormula {
 struct MishFormula {
   static constexpr const char* kName = "mish";
   static constexpr const char* kNode = "MishBackward";
+  static constexpr auto kFloatKernels = &tg::detail::ActivationKernels::mish;
+  tg::detail::ActivationOptions float_options() const { return {}; }
   template <typename T>
   T value(T x) const {
     return x * std::tanh(std::log1p(std::exp(x)));
