@@ -70,8 +70,10 @@ struct Silu {
   }
   template <typename F>
   static F gradient(F g, F x, const ActivationOptions&) {
-    const F sigmoid = 1.0f / (1.0f + exp_lanes(-x));
-    return g * sigmoid * (1.0f + x * (1.0f - sigmoid));
+    const F e = exp_lanes(-x), sigmoid = 1.0f / (1.0f + e);
+    // 1 − σ as e^−x σ for x >= 0, where σ → 1 would cancel it (and e^−x <= 1 cannot overflow)
+    const F one_minus_sigmoid = select(x < 0.0f, 1.0f - sigmoid, e * sigmoid);
+    return g * sigmoid * (1.0f + x * one_minus_sigmoid);
   }
 };
 
