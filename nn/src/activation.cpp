@@ -49,7 +49,8 @@ concept HasFloatKernels = requires(const Op& op) {
 // backward from g and the saved input (a recorded backward is the same as for float64).
 template <HasFloatKernels Op>
 Tensor float32_activation(const Tensor& x, const Op& op) {
-  const tg::detail::PointwiseActivationKernels& kernels = tg::detail::activation_kernels_for_cpu().*Op::kFloatKernels;
+  const tg::detail::PointwiseActivationKernels& kernels =
+      tg::detail::activation_kernels_for_cpu().*Op::kFloatKernels;
   Tensor out = empty(x.shape(), kFloat32);
   kernels.forward(x.data<float>(), out.mutable_data<float>(), x.numel(), op.float_options());
   if (!autograd::needs_grad(x)) return out;
@@ -163,7 +164,9 @@ struct SoftplusFormula {
   static constexpr const char* kName = "softplus";
   static constexpr const char* kNode = "SoftplusBackward";
   static constexpr auto kFloatKernels = &tg::detail::ActivationKernels::softplus;
-  tg::detail::ActivationOptions float_options() const { return {.beta = static_cast<float>(beta), .threshold = static_cast<float>(threshold)}; }
+  tg::detail::ActivationOptions float_options() const {
+    return {.beta = static_cast<float>(beta), .threshold = static_cast<float>(threshold)};
+  }
   double beta, threshold;
   template <typename T>
   T value(T x) const {

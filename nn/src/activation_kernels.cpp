@@ -46,8 +46,8 @@ template <typename F>
 // magnitude: exp_float's error grows by at most 3.4×). NaN stays NaN, −∞ gives −1.
 template <typename F>
 [[gnu::always_inline]] inline F expm1_lanes(F x) {
-  const F series =
-      x + (x * x) * (0.5f + x * (1.0f / 6 + x * (1.0f / 24 + x * (1.0f / 120 + x * (1.0f / 720 + x * (1.0f / 5040 + x * (1.0f / 40320)))))));
+  const F high_terms = 1.0f / 120 + x * (1.0f / 720 + x * (1.0f / 5040 + x * (1.0f / 40320)));
+  const F series = x + (x * x) * (0.5f + x * (1.0f / 6 + x * (1.0f / 24 + x * high_terms)));
   return select(absolute(x) < 0.35f, series, exp_lanes(x) - 1.0f);
 }
 
@@ -58,8 +58,8 @@ template <typename F>
 [[gnu::always_inline]] inline F log1p_unit_lanes(F u) {
   const F z = u / (2.0f + u);
   const F z2 = z * z;
-  const F tail =
-      z2 * (1.0f / 3 + z2 * (1.0f / 5 + z2 * (1.0f / 7 + z2 * (1.0f / 9 + z2 * (1.0f / 11 + z2 * (1.0f / 13 + z2 * (1.0f / 15)))))));
+  const F high_terms = 1.0f / 9 + z2 * (1.0f / 11 + z2 * (1.0f / 13 + z2 * (1.0f / 15)));
+  const F tail = z2 * (1.0f / 3 + z2 * (1.0f / 5 + z2 * (1.0f / 7 + z2 * high_terms)));
   return 2.0f * (z + z * tail);
 }
 
