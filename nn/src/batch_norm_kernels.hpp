@@ -1,5 +1,6 @@
-// BatchNorm's channel kernels, compiled once per vector level (batch_norm_kernels.cpp,
-// cpu/vector_isa.hpp); batch_norm.cpp calls the chosen level's table. Private to nn/.
+// BatchNorm's and GroupNorm's channel kernels, compiled once per vector level
+// (batch_norm_kernels.cpp, cpu/vector_isa.hpp); batch_norm.cpp and group_norm.cpp call the chosen
+// level's table. Private to nn/.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,17 @@ struct BatchNormKernels {
   // so dx has the terms through them; else they are constants (eval) and dx = dy·γ·rstd.
   void (*backward)(const T* dy, const T* x, const T* gamma, const double* mean, const double* rstd, T* dx,
                    T* dgamma, T* dbeta, BatchNormShape shape, bool batch_stats);
+
+  // GroupNorm: the C channels form `groups` groups of C/groups consecutive channels; each of the
+  // N·groups rows [n, g] (C/groups·S contiguous elements) is normalised on its own, then scaled per
+  // channel. x: [N, C, S]; gamma, beta: [C] or null -> y: [N, C, S]; stats: [N·groups, 2] (mean, rstd)
+  // per row, saved for backward, or null.
+  void (*group_forward)(const T* x, const T* gamma, const T* beta, T* y, double* stats, BatchNormShape shape,
+                        int64_t groups, double eps);
+  // dy, x: [N, C, S]; gamma: [C] or null; stats from group_forward -> dx: [N, C, S] or null;
+  // dgamma, dbeta: [C] or null.
+  void (*group_backward)(const T* dy, const T* x, const T* gamma, const double* stats, T* dx, T* dgamma, T* dbeta,
+                         BatchNormShape shape, int64_t groups);
 };
 
 TG_DECLARE_ISA_KERNELS(DtypeKernels<BatchNormKernels>, batch_norm_kernels)

@@ -42,5 +42,5 @@ TEST_CASE("a checkpoint saves and restores buffers, the int64 counter included",
   const std::string plain_path = scratch_path("no_buffers.safetensors");
   tg::save(no_buffers, plain_path);
   REQUIRE_THROWS_WITH(tg::load(target, plain_path), Catch::Contains("no tensor for the buffer '1.running_mean'"));
-  REQUIRE_THROWS_WITH(tg::load(no_buffers, path), Catch::Contains("1.running_mean") && Catch::Contains("no parameter"));
+  REQUIRE_THROWS_WITH(tg::load(no_buffers, path), Catch::Contains("1.num_batches_tracked") && Catch::Contains("no parameter"));
 }

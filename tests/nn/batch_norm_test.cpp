@@ -169,14 +169,17 @@ TEST_CASE("batch_norm agrees with its definition on a large input, and its backw
 TEST_CASE("batch_norm is bitwise identical at any thread count", "[batch_norm][threads]") {
   const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64);
   const bool training = GENERATE(true, false);
+  // 5 channels: chunks of a group of channels in parallel; 12: whole channels per task.
+  const int64_t C = GENERATE(5, 12);
+  CAPTURE(training, C);
   tg::manual_seed(11);
-  // Several chunks per channel (N·S = 36 864 > 16 384) and an S that is not a multiple of the lanes.
-  const Tensor x_values = tg::randn({16, 5, 48, 47}, dtype) + 2;
+  // Several chunks per channel (N·S = 36 096 > 16 384) and an S that is not a multiple of the lanes.
+  const Tensor x_values = tg::randn({16, C, 48, 47}, dtype) + 2;
   const Tensor dy = tg::randn(x_values.shape(), dtype);
-  const Tensor weight_values = tg::randn({5}, dtype), bias_values = tg::randn({5}, dtype);
+  const Tensor weight_values = tg::randn({C}, dtype), bias_values = tg::randn({C}, dtype);
   require_bitwise_identical_across_threads([&] {
     Tensor x = leaf(x_values), weight = leaf(weight_values), bias = leaf(bias_values);
-    Tensor running_mean = tg::zeros({5}, dtype), running_var = tg::ones({5}, dtype);
+    Tensor running_mean = tg::zeros({C}, dtype), running_var = tg::ones({C}, dtype);
     Tensor y = F::batch_norm(x, running_mean, running_var,
                              {.weight = weight, .bias = bias, .training = training});
     y.backward(dy);
