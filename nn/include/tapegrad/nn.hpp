@@ -13,10 +13,12 @@
 /// Modules, functional forms and losses.
 
 #include "tapegrad/nn/activation.hpp"
+#include "tapegrad/nn/batch_norm.hpp"
 #include "tapegrad/nn/clip_grad.hpp"
 #include "tapegrad/nn/dropout.hpp"
 #include "tapegrad/nn/embedding.hpp"
 #include "tapegrad/nn/functional.hpp"
+#include "tapegrad/nn/group_norm.hpp"
 #include "tapegrad/nn/init.hpp"
 #include "tapegrad/nn/layer_norm.hpp"
 #include "tapegrad/nn/linear.hpp"
