@@ -18,7 +18,9 @@ Giving libtorch its best chance (the environments tried, per case the fastest is
     are ~10x slower. This script prints which BLAS libblas.so.3 resolves to.
   * OPENBLAS_CORETYPE is unset: some machines set it to Haswell, which halves OpenBLAS's GEMM
     speed on AVX-512 CPUs.
-  * libtorch 1.13 runs its own kernels with AVX2 unless ATEN_CPU_CAPABILITY=avx512: tried both.
+  * libtorch 1.13 runs its own kernels with AVX2 unless ATEN_CPU_CAPABILITY=avx512: tried both
+    where the CPU has AVX-512 (F, BW, VL, DQ); on a CPU without, the avx512 environments are skipped
+    (forced, libtorch would die with SIGILL) and the table says which were.
   * glibc's malloc returns large blocks to the OS (page faults on every step) unless
     GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296:
     tried with and without.
@@ -54,6 +56,15 @@ TORCH_VARIANTS = {
     "malloc+avx512": {"GLIBC_TUNABLES": GLIBC_TUNABLES, "ATEN_CPU_CAPABILITY": "avx512"},
     "malloc+avx512+passive": {"GLIBC_TUNABLES": GLIBC_TUNABLES, "ATEN_CPU_CAPABILITY": "avx512",
                               "OMP_WAIT_POLICY": "PASSIVE"},
+}
+
+# The CPU features an ATEN_CPU_CAPABILITY value needs (ATen's own check, as /proc/cpuinfo names
+# them). libtorch 1.13 does not check a forced value: avx512 on a CPU without AVX-512 dies with an
+# illegal instruction (SIGILL) at its first vectorised kernel.
+ATEN_CAPABILITY_NEEDS = {
+    "avx512": ["avx512f", "avx512bw", "avx512vl", "avx512dq"],
+    "avx2": ["avx2", "fma"],
+    "default": [],
 }
 
 LINE = re.compile(r"case=(\S+) threads=(\d+) median_ms=(\S+) p10_ms=(\S+) p90_ms=(\S+) iters=(\d+)")
@@ -105,6 +116,35 @@ def parse_args():
         if variant not in TORCH_VARIANTS:
             parser.error("unknown variant %r" % variant)
     return args
+
+
+def cpu_flags():
+    """The feature flags of this CPU, from /proc/cpuinfo (empty when it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def runnable_variants(variants, flags):
+    """The libtorch environments this CPU can run, and {skipped variant: why}: a variant that forces
+    an ATEN_CPU_CAPABILITY whose instructions the CPU lacks would die with SIGILL."""
+    runnable, skipped = [], {}
+    for variant in variants:
+        capability = TORCH_VARIANTS[variant].get("ATEN_CPU_CAPABILITY")
+        if capability is not None:
+            needs = ATEN_CAPABILITY_NEEDS.get(capability)
+            missing = [flag for flag in needs if flag not in flags] if needs is not None else ["(unknown capability)"]
+            if missing:
+                skipped[variant] = "ATEN_CPU_CAPABILITY=%s needs %s, which this CPU lacks" % (capability,
+                                                                                                 " ".join(missing))
+                continue
+        runnable.append(variant)
+    return runnable, skipped
 
 
 def base_environment():
@@ -254,6 +294,11 @@ def main():
         print("note: %s not built (no libtorch): tapegrad only" % torch_program, file=sys.stderr)
         torch_program = None
     info = machine(args.build, torch_program)
+    skipped = {}
+    if not args.from_raw:
+        args.variants, skipped = runnable_variants(args.variants, cpu_flags())
+        for variant, why in skipped.items():
+            print("note: libtorch environment %s skipped: %s" % (variant, why), file=sys.stderr)
 
     env = base_environment()
     programs = [("tapegrad", tg_program, env)]
@@ -320,11 +365,14 @@ def main():
     command += " --quick" if args.quick else (" --rounds %d" % args.rounds if args.rounds != 5 else "")
     if args.filter:
         command += " --filter %s" % args.filter
-    if args.variants != list(TORCH_VARIANTS):
-        command += ' --variants "%s"' % ",".join(args.variants)
+    requested = args.variants + list(skipped)
+    if sorted(requested) != sorted(TORCH_VARIANTS):
+        command += ' --variants "%s"' % ",".join(v for v in TORCH_VARIANTS if v in requested)
     print("- Command: `%s` — %d round%s, min-time %g s per case per run, medians across rounds; "
           "libtorch at its best of: %s" % (command, args.rounds, "" if args.rounds == 1 else "s", args.min_time,
                                            ", ".join(args.variants) or "(libtorch not run)"))
+    for variant, why in skipped.items():
+        print("- libtorch environment %s skipped: %s" % (variant, why))
     print()
     print("| case | thr | tapegrad ms | libtorch ms | torch/tg | tg GB/s | % triad | tg GFLOP/s | % FMA peak "
           "| torch GFLOP/s | target | met | libtorch best env |")
