@@ -97,6 +97,31 @@ struct PermuteShape {
 inline const std::vector<PermuteShape> kPermuteShapes = {{{12, 64, 4, 32}, {0, 2, 1, 3}},
                                                          {{12, 64, 3, 4, 32}, {2, 0, 3, 1, 4}}};
 
+struct ConvShape {
+  int64_t N, C_in, C_out, H, W;  // input [N, C_in, H, W]
+  int64_t kernel, stride, padding, dilation, groups;  // square kernel, the same in H and W
+  int64_t H_out() const { return (H + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1; }
+  int64_t W_out() const { return (W + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1; }
+};
+// Conv2d (with bias) forward + backward (dx, dw, db), float32: the CNN example's two dense layers
+// (1→32 at 28×28, 32→64 at 14×14), a wide layer (64→64 at 56×56), a depthwise one (groups = C) and
+// a strided, dilated one. Named N x C_in x C_out x H x W, then k<kernel>, s<stride> (if not 1),
+// p<padding>, d<dilation> (if not 1), g<groups> (if not 1): run.py parses it back for the FLOPs.
+inline const std::vector<ConvShape> kConvShapes = {{128, 1, 32, 28, 28, 3, 1, 1, 1, 1},
+                                                   {128, 32, 64, 14, 14, 3, 1, 1, 1, 1},
+                                                   {32, 64, 64, 56, 56, 3, 1, 1, 1, 1},
+                                                   {32, 128, 128, 28, 28, 3, 1, 1, 1, 128},
+                                                   {32, 64, 128, 56, 56, 3, 2, 2, 2, 1}};
+
+struct ImageShape {
+  int64_t N, C, H, W;  // [N, C, H, W]
+};
+// BatchNorm2d(C) forward in training mode + backward (dx, dγ, dβ), float32, on a tensor far larger
+// than the L3 (51 MB): memory-bound, compared with STREAM triad.
+inline const std::vector<ImageShape> kBatchNormShapes = {{64, 64, 56, 56}};
+// max_pool2d with a 2×2 kernel (stride 2) forward + backward, float32: the CNN example's pooling.
+inline const std::vector<ImageShape> kMaxPoolShapes = {{128, 32, 28, 28}};
+
 // The register-only FMA loop of the peak reference: this many FMA instructions per thread and
 // iteration (kFmaChains independent accumulators, so that latency never stalls the FMA units).
 inline constexpr int64_t kFmaChains = 16;
@@ -138,6 +163,9 @@ struct Backend {
   std::function<Runner(ToolkitShape)> sort_forward;                   // x.sort(-1), no grad
   std::function<Runner(ToolkitShape)> topk_forward;                   // x.topk(kTopK, -1), no grad
   std::function<Runner(PermuteShape)> permute_forward_backward;       // y = x.permute(dims), contiguous; y.backward(dy)
+  std::function<Runner(ConvShape)> conv2d_forward_backward;           // y = Conv2d(x); y.backward(dy): dx, dw, db
+  std::function<Runner(ImageShape)> batch_norm2d_forward_backward;    // y = BatchNorm2d(x), training; y.backward(dy)
+  std::function<Runner(ImageShape)> max_pool2d_forward_backward;      // y = max_pool2d(x, 2); y.backward(dy)
   // kFmaPerIteration FMAs on every thread: the core's float32 peak. Its case name carries the
   // FLOPs per thread and iteration (2 × lanes × FMAs), for run.py.
   std::function<Runner(int64_t)> fma_peak;
@@ -221,6 +249,16 @@ inline std::string dims(const std::vector<int64_t>& sizes) {
   return out;
 }
 
+// "128x32x64x14x14k3p1", with s<stride>, d<dilation>, g<groups> where not 1 (ConvShape).
+inline std::string conv_name(const ConvShape& s) {
+  std::string out = dims({s.N, s.C_in, s.C_out, s.H, s.W}) + "k" + std::to_string(s.kernel);
+  if (s.stride != 1) out += "s" + std::to_string(s.stride);
+  out += "p" + std::to_string(s.padding);
+  if (s.dilation != 1) out += "d" + std::to_string(s.dilation);
+  if (s.groups != 1) out += "g" + std::to_string(s.groups);
+  return out;
+}
+
 // Whether `name` contains `filter`, or one of its comma-separated parts ("gemm,train_step").
 inline bool selected(const std::string& name, const std::string& filter) {
   size_t begin = 0;
@@ -270,6 +308,11 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
     add(backend.topk_forward, "topk" + std::to_string(kTopK) + "_fwd", shape, s);
   }
   for (const PermuteShape& s : kPermuteShapes) add(backend.permute_forward_backward, "permute_fwd_bwd", dims(s.shape), s);
+  for (const ConvShape& s : kConvShapes) add(backend.conv2d_forward_backward, "conv2d_fwd_bwd", conv_name(s), s);
+  for (const ImageShape& s : kBatchNormShapes)
+    add(backend.batch_norm2d_forward_backward, "batch_norm2d_fwd_bwd", dims({s.N, s.C, s.H, s.W}), s);
+  for (const ImageShape& s : kMaxPoolShapes)
+    add(backend.max_pool2d_forward_backward, "max_pool2d_fwd_bwd", dims({s.N, s.C, s.H, s.W}), s);
   add(backend.tiny_graph, "tiny_graph", dims({kTinyGraphElements}), kTinyGraphElements);
   add(backend.stream_copy, "stream_copy", dims({kStreamElements}), kStreamElements);
   add(backend.stream_triad, "stream_triad", dims({kStreamElements}), kStreamElements);

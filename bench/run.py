@@ -18,7 +18,9 @@ Giving libtorch its best chance (the environments tried, per case the fastest is
     are ~10x slower. This script prints which BLAS libblas.so.3 resolves to.
   * OPENBLAS_CORETYPE is unset: some machines set it to Haswell, which halves OpenBLAS's GEMM
     speed on AVX-512 CPUs.
-  * libtorch 1.13 runs its own kernels with AVX2 unless ATEN_CPU_CAPABILITY=avx512: tried both.
+  * libtorch 1.13 runs its own kernels with AVX2 unless ATEN_CPU_CAPABILITY=avx512: tried both
+    where the CPU has AVX-512 (F, BW, VL, DQ); on a CPU without, the avx512 environments are skipped
+    (forced, libtorch would die with SIGILL) and the table says which were.
   * glibc's malloc returns large blocks to the OS (page faults on every step) unless
     GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296:
     tried with and without.
@@ -56,6 +58,15 @@ TORCH_VARIANTS = {
                               "OMP_WAIT_POLICY": "PASSIVE"},
 }
 
+# The CPU features an ATEN_CPU_CAPABILITY value needs (ATen's own check, as /proc/cpuinfo names
+# them). libtorch 1.13 does not check a forced value: avx512 on a CPU without AVX-512 dies with an
+# illegal instruction (SIGILL) at its first vectorised kernel.
+ATEN_CAPABILITY_NEEDS = {
+    "avx512": ["avx512f", "avx512bw", "avx512vl", "avx512dq"],
+    "avx2": ["avx2", "fma"],
+    "default": [],
+}
+
 LINE = re.compile(r"case=(\S+) threads=(\d+) median_ms=(\S+) p10_ms=(\S+) p90_ms=(\S+) iters=(\d+)")
 BANNER = re.compile(r"^# (cpu: .*)$", re.M)  # tg_bench's first line: tg::to_string(tg::cpu_info())
 banners = []  # every distinct banner seen, in order (one unless the runs disagree)
@@ -80,6 +91,12 @@ TOOLKIT = ["softmax_fwd_bwd", "cross_entropy_fwd_bwd", "gelu_fwd_bwd", "dropout_
 TOOLKIT_SPEEDUP = {"8192x128": 1.5, "4x8": 5.0}
 TOOLKIT_THREADS = 2
 TOOLKIT_TRIAD_FRACTION = 0.9
+# Targets of issue 31: conv2d forward+backward at least CONV_SPEEDUP x libtorch on every case, the
+# dense ones (groups 1) at least CONV_PEAK_FRACTION of the FMA peak; BatchNorm2d forward+backward on
+# a DRAM-sized tensor at least TOOLKIT_TRIAD_FRACTION of STREAM triad.
+CONV_SPEEDUP = 1.5
+CONV_PEAK_FRACTION = 0.7
+CONV = re.compile(r"(\d+)x(\d+)x(\d+)x(\d+)x(\d+)k(\d+)(?:s(\d+))?p(\d+)(?:d(\d+))?(?:g(\d+))?$")
 NOT_SLOWER_TOLERANCE = 1.05    # "must not get slower with more threads", within 5% of noise
 
 
@@ -105,6 +122,35 @@ def parse_args():
         if variant not in TORCH_VARIANTS:
             parser.error("unknown variant %r" % variant)
     return args
+
+
+def cpu_flags():
+    """The feature flags of this CPU, from /proc/cpuinfo (empty when it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def runnable_variants(variants, flags):
+    """The libtorch environments this CPU can run, and {skipped variant: why}: a variant that forces
+    an ATEN_CPU_CAPABILITY whose instructions the CPU lacks would die with SIGILL."""
+    runnable, skipped = [], {}
+    for variant in variants:
+        capability = TORCH_VARIANTS[variant].get("ATEN_CPU_CAPABILITY")
+        if capability is not None:
+            needs = ATEN_CAPABILITY_NEEDS.get(capability)
+            missing = [flag for flag in needs if flag not in flags] if needs is not None else ["(unknown capability)"]
+            if missing:
+                skipped[variant] = "ATEN_CPU_CAPABILITY=%s needs %s, which this CPU lacks" % (capability,
+                                                                                                 " ".join(missing))
+                continue
+        runnable.append(variant)
+    return runnable, skipped
 
 
 def base_environment():
@@ -196,6 +242,16 @@ def numel(shape):
     return n
 
 
+def conv_shape(shape):
+    """The sizes in a conv2d case's name (harness.hpp's conv_name) as a dict."""
+    n, c_in, c_out, h, w, k, stride, pad, dilation, groups = (
+        int(v) if v is not None else None for v in CONV.match(shape).groups())
+    stride, dilation, groups = stride or 1, dilation or 1, groups or 1
+    h_out = (h + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+    w_out = (w + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+    return dict(n=n, c_in=c_in, c_out=c_out, h_out=h_out, w_out=w_out, k=k, groups=groups)
+
+
 def gflops(case, ms):
     """Training step: 2·B·IN·H for the forward matmul + 2·B·IN·H for the weight gradient. The input
     gradient (another 2·B·IN·H) is not counted: x is data, neither library computes it.
@@ -203,6 +259,10 @@ def gflops(case, ms):
     family, shape = case.split("/")
     if family == "fma_peak":
         return None  # needs the thread count: see peak_gflops
+    if family == "conv2d_fwd_bwd":  # 2·N·C_out·H_out·W_out·(C_in/groups)·k² forward, as much for dx and dw
+        c = conv_shape(shape)
+        macs = c["n"] * c["c_out"] * c["h_out"] * c["w_out"] * (c["c_in"] // c["groups"]) * c["k"] ** 2
+        return 6.0 * macs / (ms * 1e-3) / 1e9
     if family == "bmm_fwd_bwd":  # B×M×K×N: 2·B·M·K·N forward, twice that for dA and dB
         b, m, k, n = (int(s) for s in shape.split("x"))
         return 6.0 * b * m * k * n / (ms * 1e-3) / 1e9
@@ -217,7 +277,7 @@ def peak_gflops(case, threads, ms):
 def gbps(case, ms):
     """LayerNorm: 8 B per element forward (read x, write y), 20 forward+backward (+ read dy and x,
     write dx); memcpy 8 B; STREAM copy 8 B and triad 12 B per element (no write-allocate); the
-    toolkit's cases the least traffic their work needs (below)."""
+    toolkit's cases and the image ones the least traffic their work needs (below)."""
     family, shape = case.split("/")
     per_element = {"layer_norm_fwd": 8, "layer_norm_fwd_bwd": 20, "copy": 8, "stream_copy": 8, "stream_triad": 12,
                    # read x, write y; then read y (or x) and dy, write dx
@@ -227,7 +287,12 @@ def gbps(case, ms):
                    # read x, write y and the 1-byte mask
                    "dropout_fwd": 9,
                    # read the parameter, its gradient and two moments, write the parameter and moments
-                   "adamw_step": 28}
+                   "adamw_step": 28,
+                   # forward: read x for the statistics, then read x and write y; backward: read dy and
+                   # x for Σdy and Σdy·x̂, then read them again and write dx
+                   "batch_norm2d_fwd_bwd": 32,
+                   # read x, write y (a quarter of x's elements); read dy, write dx (indices not counted)
+                   "max_pool2d_fwd_bwd": 10}
     if family not in per_element:
         return None
     return per_element[family] * numel(shape) / (ms * 1e-3) / 1e9
@@ -254,6 +319,11 @@ def main():
         print("note: %s not built (no libtorch): tapegrad only" % torch_program, file=sys.stderr)
         torch_program = None
     info = machine(args.build, torch_program)
+    skipped = {}
+    if not args.from_raw:
+        args.variants, skipped = runnable_variants(args.variants, cpu_flags())
+        for variant, why in skipped.items():
+            print("note: libtorch environment %s skipped: %s" % (variant, why), file=sys.stderr)
 
     env = base_environment()
     programs = [("tapegrad", tg_program, env)]
@@ -320,11 +390,14 @@ def main():
     command += " --quick" if args.quick else (" --rounds %d" % args.rounds if args.rounds != 5 else "")
     if args.filter:
         command += " --filter %s" % args.filter
-    if args.variants != list(TORCH_VARIANTS):
-        command += ' --variants "%s"' % ",".join(args.variants)
+    requested = args.variants + list(skipped)
+    if sorted(requested) != sorted(TORCH_VARIANTS):
+        command += ' --variants "%s"' % ",".join(v for v in TORCH_VARIANTS if v in requested)
     print("- Command: `%s` — %d round%s, min-time %g s per case per run, medians across rounds; "
           "libtorch at its best of: %s" % (command, args.rounds, "" if args.rounds == 1 else "s", args.min_time,
                                            ", ".join(args.variants) or "(libtorch not run)"))
+    for variant, why in skipped.items():
+        print("- libtorch environment %s skipped: %s" % (variant, why))
     print()
     print("| case | thr | tapegrad ms | libtorch ms | torch/tg | tg GB/s | % triad | tg GFLOP/s | % FMA peak "
           "| torch GFLOP/s | target | met | libtorch best env |")
@@ -341,7 +414,7 @@ def main():
             ratio = torch_ms / tg_ms if torch_ms else None
             bandwidth = gbps(case, tg_ms)
             fraction = 100.0 * bandwidth / triad[threads] if bandwidth and threads in triad else None
-            computes = family in ("train_step", "gemm", "bmm_fwd_bwd")
+            computes = family in ("train_step", "gemm", "bmm_fwd_bwd", "conv2d_fwd_bwd")
             tg_flops = gflops(case, tg_ms) if computes else None
             if family == "fma_peak":
                 tg_flops = peak.get(threads)
@@ -359,6 +432,14 @@ def main():
                 if numel(shape) >= 1 << 20 and fraction is not None:
                     target += ", ≥ %d%% triad" % round(100 * TOOLKIT_TRIAD_FRACTION)
                     met = met and fraction >= 100 * TOOLKIT_TRIAD_FRACTION
+            elif family == "conv2d_fwd_bwd" and ratio:
+                target, met = "≥ %gx torch" % CONV_SPEEDUP, ratio >= CONV_SPEEDUP
+                if conv_shape(shape)["groups"] == 1 and of_peak is not None:
+                    target += ", ≥ %d%% FMA peak" % round(100 * CONV_PEAK_FRACTION)
+                    met = met and of_peak >= 100 * CONV_PEAK_FRACTION
+            elif family == "batch_norm2d_fwd_bwd" and fraction is not None:
+                target, met = "≥ %d%% triad" % round(100 * TOOLKIT_TRIAD_FRACTION), \
+                    fraction >= 100 * TOOLKIT_TRIAD_FRACTION
             elif family == "layer_norm_fwd" and shape in LARGE_LAYER_NORM:
                 copy_ms = median("tapegrad", "copy/" + shape, threads)
                 if copy_ms:

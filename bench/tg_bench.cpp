@@ -1,5 +1,6 @@
 // tg_bench — tapegrad's side of the benchmark: LayerNorm, training steps, the toolkit's softmax,
-// cross-entropy, GELU, Dropout and AdamW, sort and topk, attention and its permutes, the per-op
+// cross-entropy, GELU, Dropout and AdamW, sort and topk, attention and its permutes, conv2d,
+// BatchNorm2d and max_pool2d, the per-op
 // overhead of a tiny graph, plus the references that say what "fast" means on this machine: a memcpy of each
 // LayerNorm input (the memory-bound limit of its forward) and STREAM copy and triad.
 //
@@ -288,6 +289,61 @@ bench::Runner permute_forward_backward(const bench::PermuteShape& shape) {
           [s] { return all_finite(s->x.grad()); }};
 }
 
+// y = Conv2d(x) (with bias), then y.backward(dy): dx, dw and db, reset to undefined each iteration.
+bench::Runner conv2d_forward_backward(bench::ConvShape shape) {
+  struct State {
+    nn::Conv2d conv;
+    tg::Tensor x, dy;
+  };
+  tg::manual_seed(0);
+  auto s = std::make_shared<State>(
+      State{nn::Conv2d(shape.C_in, shape.C_out, shape.kernel,
+                       nn::Conv2dOptions{.stride = shape.stride, .padding = shape.padding, .dilation = shape.dilation,
+                                         .groups = shape.groups}),
+            tg::randn({shape.N, shape.C_in, shape.H, shape.W}),
+            tg::randn({shape.N, shape.C_out, shape.H_out(), shape.W_out()})});
+  s->x.requires_grad_();
+  return {[s] {
+            s->x.set_grad({});
+            s->conv.zero_grad();
+            s->conv(s->x).backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad(), s->conv.weight.grad(), s->conv.bias.grad()}); }};
+}
+
+// y = BatchNorm2d(C)(x) in training mode (batch statistics, running statistics updated), then
+// y.backward(dy): dx, dγ and dβ.
+bench::Runner batch_norm2d_forward_backward(bench::ImageShape shape) {
+  struct State {
+    nn::BatchNorm2d bn;
+    tg::Tensor x, dy;
+  };
+  auto s = std::make_shared<State>(State{nn::BatchNorm2d(shape.C), tg::randn({shape.N, shape.C, shape.H, shape.W}),
+                                         tg::randn({shape.N, shape.C, shape.H, shape.W})});
+  s->x.requires_grad_();
+  return {[s] {
+            s->x.set_grad({});
+            s->bn.zero_grad();
+            s->bn(s->x).backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad(), s->bn.weight.grad(), s->bn.bias.grad()}); }};
+}
+
+// y = max_pool2d(x, 2), then y.backward(dy): dx.
+bench::Runner max_pool2d_forward_backward(bench::ImageShape shape) {
+  struct State {
+    tg::Tensor x, dy;
+  };
+  auto s = std::make_shared<State>(
+      State{tg::randn({shape.N, shape.C, shape.H, shape.W}), tg::randn({shape.N, shape.C, shape.H / 2, shape.W / 2})});
+  s->x.requires_grad_();
+  return {[s] {
+            s->x.set_grad({});
+            nn::functional::max_pool2d(s->x, 2).backward(s->dy);
+          },
+          [s] { return all_finite(s->x.grad()); }};
+}
+
 // ((a*b)+c).sum().backward() on n-element tensors: four tape nodes, so this is per-op overhead.
 // The gradients of a, b and c accumulate over the iterations, as they would in user code.
 bench::Runner tiny_graph(int64_t n) {
@@ -365,6 +421,9 @@ int main(int argc, char** argv) {
       .sort_forward = sort_forward,
       .topk_forward = topk_forward,
       .permute_forward_backward = permute_forward_backward,
+      .conv2d_forward_backward = conv2d_forward_backward,
+      .batch_norm2d_forward_backward = batch_norm2d_forward_backward,
+      .max_pool2d_forward_backward = max_pool2d_forward_backward,
       .fma_peak = fma_peak,
       .fma_flops_per_thread = [] { return bench::flops_per_fma() * bench::kFmaPerIteration; },
       .banner = [] { return "cpu: " + tg::to_string(tg::cpu_info()); },

@@ -267,6 +267,58 @@ bench::Runner permute_forward_backward(const bench::PermuteShape& shape) {
           [s] { return all_finite({s->x.grad()}); }};
 }
 
+// y = Conv2d(x) (with bias), then y.backward(dy): dx, dw and db.
+bench::Runner conv2d_forward_backward(bench::ConvShape shape) {
+  struct State {
+    torch::nn::Conv2d conv;
+    torch::Tensor x, dy;
+  };
+  torch::manual_seed(0);
+  auto s = std::make_shared<State>(
+      State{torch::nn::Conv2d(torch::nn::Conv2dOptions(shape.C_in, shape.C_out, shape.kernel)
+                                  .stride(shape.stride)
+                                  .padding(shape.padding)
+                                  .dilation(shape.dilation)
+                                  .groups(shape.groups)),
+            torch::randn({shape.N, shape.C_in, shape.H, shape.W}).requires_grad_(),
+            torch::randn({shape.N, shape.C_out, shape.H_out(), shape.W_out()})});
+  return {[s] {
+            reset_grads({s->x, s->conv->weight, s->conv->bias});
+            s->conv(s->x).backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad(), s->conv->weight.grad(), s->conv->bias.grad()}); }};
+}
+
+// y = BatchNorm2d(C)(x) in training mode, then y.backward(dy): dx, dγ and dβ.
+bench::Runner batch_norm2d_forward_backward(bench::ImageShape shape) {
+  struct State {
+    torch::nn::BatchNorm2d bn;
+    torch::Tensor x, dy;
+  };
+  auto s = std::make_shared<State>(State{torch::nn::BatchNorm2d(shape.C),
+                                         torch::randn({shape.N, shape.C, shape.H, shape.W}).requires_grad_(),
+                                         torch::randn({shape.N, shape.C, shape.H, shape.W})});
+  return {[s] {
+            reset_grads({s->x, s->bn->weight, s->bn->bias});
+            s->bn(s->x).backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad(), s->bn->weight.grad(), s->bn->bias.grad()}); }};
+}
+
+// y = max_pool2d(x, 2), then y.backward(dy): dx.
+bench::Runner max_pool2d_forward_backward(bench::ImageShape shape) {
+  struct State {
+    torch::Tensor x, dy;
+  };
+  auto s = std::make_shared<State>(State{torch::randn({shape.N, shape.C, shape.H, shape.W}).requires_grad_(),
+                                         torch::randn({shape.N, shape.C, shape.H / 2, shape.W / 2})});
+  return {[s] {
+            reset_grads({s->x});
+            torch::max_pool2d(s->x, {2, 2}).backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad()}); }};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -291,6 +343,9 @@ int main(int argc, char** argv) {
       .sort_forward = sort_forward,
       .topk_forward = topk_forward,
       .permute_forward_backward = permute_forward_backward,
+      .conv2d_forward_backward = conv2d_forward_backward,
+      .batch_norm2d_forward_backward = batch_norm2d_forward_backward,
+      .max_pool2d_forward_backward = max_pool2d_forward_backward,
       .fma_peak = {},
       .fma_flops_per_thread = {},
       .banner = {},
