@@ -28,13 +28,11 @@
 #include "autograd/node.hpp"
 #include "conv_kernels.hpp"
 #include "conv_shape.hpp"
+#include "depthwise_conv_kernels.hpp"
 #include "dispatch.hpp"
 #include "out_of_memory.hpp"
 #include "tapegrad/nn/init.hpp"
-#if __has_include("tapegrad/nn/padding.hpp")
 #include "tapegrad/nn/padding.hpp"
-#define TG_CONV_HAS_PAD 1
-#endif
 
 namespace tg::nn {
 
@@ -49,6 +47,19 @@ struct ConvGeometry {
   Shape input, weight, output;
 };
 using Geometry = std::shared_ptr<const ConvGeometry>;
+
+// A depthwise convolution (each input channel its own group, C_out a multiple of C_in) does kH·kW
+// multiply-adds per output, too few for a GEMM's packing to pay: it runs on the direct kernels of
+// depthwise_conv_kernels.cpp, everything else on the GEMM kernels of conv_kernels.cpp. Both tables
+// have the same three functions.
+template <typename T>
+tg::detail::ConvKernels<T> kernels_for(const Conv2dShape& s) {
+  if (s.groups > 1 && s.groups == s.C_in) {
+    const auto& direct = tg::detail::depthwise_conv_kernels_for_cpu().of<T>();
+    return {direct.forward, direct.backward_input, direct.backward_weight};
+  }
+  return tg::detail::conv_kernels_for_cpu().of<T>();
+}
 
 // g [N, C, ...] (or unbatched [C, ...]) summed over everything but the channels: the bias gradient.
 Tensor channel_sum(const Tensor& g, int64_t N, int64_t C) {
@@ -76,7 +87,7 @@ void record_conv(Tensor& out, const char* name, const Tensor& a, const Tensor& b
 Tensor forward_op(const Geometry& geo, const Tensor& x, const Tensor& w, const Tensor& bias, const char* name) {
   Tensor y = make_tensor(geo->output, x.dtype(), "conv");
   tg::detail::dispatch_floating("conv", x.dtype(), [&]<typename T>() {
-    tg::detail::conv_kernels_for_cpu().of<T>().forward(geo->s, x.data<T>(), w.data<T>(),
+    kernels_for<T>(geo->s).forward(geo->s, x.data<T>(), w.data<T>(),
                                                        bias.defined() ? bias.data<T>() : nullptr, y.mutable_data<T>());
   });
   record_conv(y, name, x, w, bias,
@@ -95,7 +106,7 @@ Tensor input_adjoint_op(const Geometry& geo, const Tensor& g, const Tensor& w, c
   Tensor gx = make_tensor(geo->input, g.dtype(), "conv");
   tg::detail::dispatch_floating("conv", g.dtype(), [&]<typename T>() {
     T* out = gx.mutable_data<T>();
-    tg::detail::conv_kernels_for_cpu().of<T>().backward_input(geo->s, g.data<T>(), w.data<T>(), out);
+    kernels_for<T>(geo->s).backward_input(geo->s, g.data<T>(), w.data<T>(), out);
     if (bias.defined()) {
       const T* b = bias.data<T>();
       const int64_t plane = geo->s.H * geo->s.W;
@@ -119,7 +130,7 @@ Tensor input_adjoint_op(const Geometry& geo, const Tensor& g, const Tensor& w, c
 Tensor weight_grad_op(const Geometry& geo, const Tensor& x, const Tensor& g) {
   Tensor gw = make_tensor(geo->weight, x.dtype(), "conv");
   tg::detail::dispatch_floating("conv", x.dtype(), [&]<typename T>() {
-    tg::detail::conv_kernels_for_cpu().of<T>().backward_weight(geo->s, x.data<T>(), g.data<T>(), gw.mutable_data<T>());
+    kernels_for<T>(geo->s).backward_weight(geo->s, x.data<T>(), g.data<T>(), gw.mutable_data<T>());
   });
   record_conv(gw, "ConvolutionBackwardBackward", x, g, Tensor(),
               [geo, saved_x = autograd::SavedTensor(x), saved_g = autograd::SavedTensor(g)](
@@ -413,13 +424,7 @@ std::vector<int64_t> mode_padding(const ConvPadding<D>& padding, const Expanding
 }
 
 Tensor padded_input(const Tensor& x, const std::vector<int64_t>& pad, const std::string& mode) {
-#ifdef TG_CONV_HAS_PAD
   return functional::pad(x, pad, {.mode = mode});
-#else
-  (void)x;
-  (void)pad;
-  throw Error("conv: padding_mode '" + mode + "' needs F::pad, not in this build");
-#endif
 }
 
 }  // namespace

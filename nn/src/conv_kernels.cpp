@@ -3,23 +3,25 @@
 //
 // Shapes (conv_shape.hpp): x [N, C_in, H, W], w [C_out, C_in/G, kH, kW], y [N, C_out, H_out, W_out]
 // with G groups; per group g, Cig = C_in/G input and Cog = C_out/G output channels, and
-// Kg = Cig·kH·kW, P = H_out·W_out. For one image n and a tile of output pixels p ∈ [p0, p1):
+// Kg = Cig·kH·kW, P = H_out·W_out. For a tile of output pixels (several whole images, or a range
+// [p0, p1) of one image) and group g:
 //
-//   col[(c, kh, kw), p] = x[n, g·Cig + c, oh·s_h − pad_h + kh·d_h, ow·s_w − pad_w + kw·d_w]
-//                         (0 outside the image; p = oh·W_out + ow)                [Kg, p1 − p0]
-//   forward:         y[n, g·Cog : (g+1)·Cog, p0:p1]  = W_g[Cog, Kg] · col          (+ bias)
-//   grad input:      col' = W_gᵀ[Kg, Cog] · grad_y[n, g, p0:p1],  then grad_x += col2im(col')
-//   grad weight:     grad_W_g[Cog, Kg] += grad_y[n, g, p0:p1] · colᵀ
+//   col[(c, kh, kw), (n, p)] = x[n, g·Cig + c, oh·s_h − pad_h + kh·d_h, ow·s_w − pad_w + kw·d_w]
+//                              (0 outside the image; p = oh·W_out + ow)          [Kg, width]
+//   forward:      y[n, g·Cog : (g+1)·Cog, p] = W_g[Cog, Kg] · col                 (+ bias)
+//   grad input:   col' = W_gᵀ[Kg, Cog] · grad_y tile,  then grad_x += col2im(col')
+//   grad weight:  grad_W_g[Cog, Kg] += grad_y tile · colᵀ
 //
-// The column buffer of a tile is at most kColumnBytes (it stays in L2 between im2col and the
-// GEMM's packing), never the whole image or batch. A 1×1 kernel with stride 1 and no padding needs
-// no buffer at all: col is x itself, read in place with row stride P.
+// The column matrix of a tile is about kColumnBytes, never the whole batch: large images are cut
+// into pixel ranges, small ones grouped so that the GEMM is wide (a tile of one image reads and
+// writes y and grad_y in place with row stride P; a tile of several copies through a buffer). A 1×1
+// kernel at stride 1 without padding needs no column matrix: it is x itself.
 //
-// Parallelism and determinism: forward runs its (image, tile) pieces in parallel, each writing its
-// own block of y. Grad input runs images in parallel (tiles of one image overlap in grad_x and are
-// added in tile order). Grad weight splits the (image, tile) pieces into at most kWeightChunks
-// chunks fixed by the sizes; each chunk sums its pieces in order into its own slot, and the slots
-// are added in chunk order: the same bits at any thread count.
+// Parallelism and determinism: forward runs its tiles in parallel, each writing its own part of
+// y. Grad input runs tiles in parallel when they hold whole images, else images in parallel with
+// the tiles of one image (which overlap in grad_x) added in order. Grad weight splits the tiles
+// into at most kWeightChunks chunks fixed by the sizes; each chunk sums its tiles in order into its
+// own slot, and the slots are added in chunk order: the same bits at any thread count.
 #include "conv_kernels.hpp"
 
 #include <algorithm>
@@ -33,34 +35,65 @@ namespace tg::detail::TG_ISA {
 
 namespace {
 
-// The column buffer of one tile of output pixels: half of a typical 1 MiB L2.
-constexpr int64_t kColumnBytes = int64_t{512} << 10;
+// The column buffer of one tile: about a typical L2 (1 MiB), so that the GEMM runs wide.
+constexpr int64_t kColumnBytes = int64_t{1} << 20;
 // Grad weight's partial sums: at most this many slots of the weight's size.
 constexpr int64_t kWeightChunks = 16;
 
-// One tile of output pixels [p0, p1) of one image.
+// A tile of the output pixels: either whole images [n0, n1) (small images, several per tile, so
+// that the GEMM is wide enough to run at speed) or the pixels [p0, p1) of one image n0 (large
+// images). Its column matrix is [Kg, width], width = (n1 − n0)·(p1 − p0), image-major.
 struct Tiling {
-  int64_t P;        // output pixels per image
-  int64_t Kg;       // rows of a group's column matrix: Cig·kH·kW
-  int64_t per_tile; // output pixels per tile (the last tile may be shorter)
-  int64_t tiles;    // tiles per image
+  int64_t P;                // output pixels per image
+  int64_t Kg;               // rows of a group's column matrix: Cig·kH·kW
+  int64_t images_per_tile;  // > 1 only when a tile holds whole images
+  int64_t pixels_per_tile;  // P when a tile holds whole images
+  int64_t tiles_per_image;  // 1 when a tile holds whole images
+  int64_t tiles;            // in all
 };
+
+struct Tile {
+  int64_t n0, n1, p0, p1;
+  int64_t images() const { return n1 - n0; }
+  int64_t pixels() const { return p1 - p0; }
+  int64_t width() const { return images() * pixels(); }
+};
+
+// A 1×1 kernel at stride 1 without padding: the column matrix of a group is x's channel block itself.
+bool col_is_input(const Conv2dShape& s) {
+  return s.kH == 1 && s.kW == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0;
+}
 
 template <typename T>
 Tiling tiling_of(const Conv2dShape& s) {
   Tiling t{};
   t.P = s.H_out * s.W_out;
   t.Kg = s.C_in / s.groups * s.kH * s.kW;
-  const int64_t budget = kColumnBytes / static_cast<int64_t>(sizeof(T)) / std::max<int64_t>(t.Kg, 1);
-  t.per_tile = std::clamp<int64_t>(budget, std::min<int64_t>(t.P, 16), std::max<int64_t>(t.P, 1));
-  t.tiles = t.P == 0 ? 0 : ceil_div(t.P, t.per_tile);
+  const int64_t budget = std::max<int64_t>(kColumnBytes / static_cast<int64_t>(sizeof(T)) / std::max<int64_t>(t.Kg, 1), 16);
+  if (t.P == 0 || s.N == 0) return t;
+  if (budget >= t.P && !col_is_input(s)) {
+    t.images_per_tile = std::min(s.N, budget / t.P);
+    t.pixels_per_tile = t.P;
+    t.tiles_per_image = 1;
+    t.tiles = ceil_div(s.N, t.images_per_tile);
+  } else {
+    t.images_per_tile = 1;
+    t.pixels_per_tile = std::min(budget, t.P);
+    t.tiles_per_image = ceil_div(t.P, t.pixels_per_tile);
+    t.tiles = s.N * t.tiles_per_image;
+  }
   return t;
 }
 
-// A 1×1 kernel at stride 1 without padding: the column matrix of a group is x's channel block itself.
-bool col_is_input(const Conv2dShape& s) {
-  return s.kH == 1 && s.kW == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0;
+Tile tile_of(const Tiling& t, int64_t N, int64_t index) {
+  if (t.tiles_per_image == 1) {
+    const int64_t n0 = index * t.images_per_tile;
+    return {n0, std::min(N, n0 + t.images_per_tile), 0, t.P};
+  }
+  const int64_t n = index / t.tiles_per_image, p0 = index % t.tiles_per_image * t.pixels_per_tile;
+  return {n, n + 1, p0, std::min(t.P, p0 + t.pixels_per_tile)};
 }
+
 
 // For kernel column kw: the output columns [lo, hi) whose input column ow·s_w − pad_w + kw·d_w lies
 // in [0, W); the others read padding.
@@ -88,10 +121,11 @@ inline void for_each_row_segment(const Conv2dShape& s, int64_t p0, int64_t p1, i
   }
 }
 
-// col[Kg, p1 − p0] = the tile's column matrix of one group, x_group: [Cig, H, W].
+// col[Kg, p1 − p0] (row stride ld) = the column matrix of one group of one image over the pixels
+// [p0, p1), x_group: [Cig, H, W].
 template <typename T>
-void im2col(const Conv2dShape& s, const T* x_group, int64_t Cig, int64_t p0, int64_t p1, T* col) {
-  const int64_t width = p1 - p0;
+void im2col(const Conv2dShape& s, const T* x_group, int64_t Cig, int64_t p0, int64_t p1, T* col, int64_t ld) {
+  const int64_t width = ld;
   for (int64_t c = 0; c < Cig; ++c) {
     const T* x_channel = x_group + c * s.H * s.W;
     for (int64_t kh = 0; kh < s.kH; ++kh) {
@@ -121,11 +155,12 @@ void im2col(const Conv2dShape& s, const T* x_group, int64_t Cig, int64_t p0, int
   }
 }
 
-// grad_x_group[Cig, H, W] += col2im(col), col: [Kg, p1 − p0] (im2col's adjoint: each column entry
-// is added back to the input pixel it was read from; padding reads are dropped).
+// grad_x_group[Cig, H, W] += col2im(col), col: [Kg, p1 − p0] with row stride ld (im2col's adjoint:
+// each column entry is added back to the input pixel it was read from; padding reads are dropped).
 template <typename T>
-void col2im_add(const Conv2dShape& s, const T* col, int64_t Cig, int64_t p0, int64_t p1, T* grad_x_group) {
-  const int64_t width = p1 - p0;
+void col2im_add(const Conv2dShape& s, const T* col, int64_t Cig, int64_t p0, int64_t p1, T* grad_x_group,
+                int64_t ld) {
+  const int64_t width = ld;
   for (int64_t c = 0; c < Cig; ++c) {
     T* gx_channel = grad_x_group + c * s.H * s.W;
     for (int64_t kh = 0; kh < s.kH; ++kh) {
@@ -150,74 +185,136 @@ void col2im_add(const Conv2dShape& s, const T* col, int64_t Cig, int64_t p0, int
   }
 }
 
-// A per-thread column buffer: scratch only (every element is written before it is read), so which
-// thread's buffer a tile uses cannot change a result.
-template <typename T>
-T* column_buffer(int64_t elements) {
+// Per-thread scratch (slot 0: column matrices, slot 1: a tile of y or grad_y): every element is
+// written before it is read, so which thread's buffer a tile uses cannot change a result.
+template <typename T, int kSlot>
+T* scratch(int64_t elements) {
   thread_local std::vector<T> buffer;
   if (static_cast<int64_t>(buffer.size()) < elements) buffer.resize(static_cast<size_t>(elements));
   return buffer.data();
 }
 
+// The tile's rows of a [N, C, P] tensor's channels [c0, c0 + rows) as one matrix: in place (row
+// stride P) for a tile of one image, else copied image-major into `buffer` [rows, width].
+template <typename T>
+const T* gather_rows(const T* t, int64_t C, int64_t c0, int64_t rows, int64_t P, const Tile& tile, T* buffer,
+                     int64_t& ld) {
+  if (tile.images() == 1) {
+    ld = P;
+    return t + (tile.n0 * C + c0) * P + tile.p0;
+  }
+  ld = tile.width();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t n = tile.n0; n < tile.n1; ++n)
+      std::memcpy(buffer + r * ld + (n - tile.n0) * P, t + (n * C + c0 + r) * P, static_cast<size_t>(P) * sizeof(T));
+  return buffer;
+}
+
+// The tile's column matrix of group g, [Kg, width]: x itself for a direct 1×1 convolution (row
+// stride P, one image per tile), else im2col into `col` image by image.
+template <typename T>
+const T* columns(const Conv2dShape& s, const Tiling& t, const Tile& tile, const T* x, int64_t g, bool direct, T* col,
+                 int64_t& ld) {
+  const int64_t Cig = s.C_in / s.groups;
+  if (direct) {
+    ld = t.P;
+    return x + (tile.n0 * s.C_in + g * Cig) * t.P + tile.p0;
+  }
+  ld = tile.width();
+  for (int64_t n = tile.n0; n < tile.n1; ++n)
+    im2col(s, x + (n * s.C_in + g * Cig) * s.H * s.W, Cig, tile.p0, tile.p1, col + (n - tile.n0) * tile.pixels(), ld);
+  return col;
+}
+
 template <typename T>
 void conv_forward(const Conv2dShape& s, const T* x, const T* w, const T* bias, T* y) {
   const Tiling t = tiling_of<T>(s);
-  const int64_t Cig = s.C_in / s.groups, Cog = s.C_out / s.groups;
+  const int64_t Cog = s.C_out / s.groups;
   const bool direct = col_is_input(s);
-  const int64_t pieces = s.N * t.tiles;
-  parallel_for(pieces, 1, [&](int64_t begin, int64_t end) {
-    T* col = direct ? nullptr : column_buffer<T>(t.Kg * t.per_tile);
-    for (int64_t piece = begin; piece < end; ++piece) {
-      const int64_t n = piece / t.tiles, p0 = piece % t.tiles * t.per_tile, p1 = std::min(t.P, p0 + t.per_tile);
+  parallel_for(t.tiles, 1, [&](int64_t begin, int64_t end) {
+    T* col = direct ? nullptr : scratch<T, 0>(t.Kg * t.images_per_tile * t.pixels_per_tile);
+    T* out = t.images_per_tile > 1 ? scratch<T, 1>(Cog * t.images_per_tile * t.P) : nullptr;
+    for (int64_t index = begin; index < end; ++index) {
+      const Tile tile = tile_of(t, s.N, index);
       for (int64_t g = 0; g < s.groups; ++g) {
-        const T* x_group = x + (n * s.C_in + g * Cig) * s.H * s.W;
-        const T* B = direct ? x_group + p0 : col;
-        const int64_t ldb = direct ? t.P : p1 - p0;
-        if (!direct) im2col(s, x_group, Cig, p0, p1, col);
-        T* y_block = y + (n * s.C_out + g * Cog) * t.P + p0;  // [Cog, p1 − p0], row stride P
+        int64_t ldb;
+        const T* B = columns(s, t, tile, x, g, direct, col, ldb);
+        // C = y's block [Cog, pixels] of one image (row stride P), or `out` [Cog, width] for several.
+        const bool one_image = tile.images() == 1;
+        T* C = one_image ? y + (tile.n0 * s.C_out + g * Cog) * t.P + tile.p0 : out;
+        const int64_t ldc = one_image ? t.P : tile.width();
         if (bias)
-          for (int64_t o = 0; o < Cog; ++o) std::fill(y_block + o * t.P, y_block + o * t.P + (p1 - p0), bias[g * Cog + o]);
-        gemm_on_calling_thread<T>(false, false, Cog, p1 - p0, t.Kg, w + g * Cog * t.Kg, t.Kg, B, ldb, y_block, t.P,
+          for (int64_t o = 0; o < Cog; ++o) std::fill(C + o * ldc, C + o * ldc + tile.width(), bias[g * Cog + o]);
+        gemm_on_calling_thread<T>(false, false, Cog, tile.width(), t.Kg, w + g * Cog * t.Kg, t.Kg, B, ldb, C, ldc,
                                   /*accumulate=*/bias != nullptr);
+        if (!one_image)
+          for (int64_t o = 0; o < Cog; ++o)
+            for (int64_t n = tile.n0; n < tile.n1; ++n)
+              std::memcpy(y + (n * s.C_out + g * Cog + o) * t.P, out + o * ldc + (n - tile.n0) * t.P,
+                          static_cast<size_t>(t.P) * sizeof(T));
       }
     }
   });
 }
 
+// grad_x of the images of one tile (+= for a tile of part of an image, whose neighbours add too).
+template <typename T>
+void backward_input_tile(const Conv2dShape& s, const Tiling& t, const Tile& tile, const T* grad_y, const T* w,
+                         T* grad_x, bool direct, T* col, T* gathered) {
+  const int64_t Cig = s.C_in / s.groups, Cog = s.C_out / s.groups;
+  for (int64_t g = 0; g < s.groups; ++g) {
+    int64_t lda;
+    const T* A = gather_rows(grad_y, s.C_out, g * Cog, Cog, t.P, tile, gathered, lda);
+    if (direct) {
+      // Tiles do not overlap: grad_x[n, g, :, p0:p1] = W_gᵀ · grad_y[n, g, :, p0:p1].
+      gemm_on_calling_thread<T>(true, false, Cig, tile.width(), Cog, w + g * Cog * t.Kg, t.Kg, A, lda,
+                                grad_x + (tile.n0 * s.C_in + g * Cig) * t.P + tile.p0, t.P, false);
+      continue;
+    }
+    // col' = W_gᵀ · grad_y tile, then added back to the input pixels it came from.
+    gemm_on_calling_thread<T>(true, false, t.Kg, tile.width(), Cog, w + g * Cog * t.Kg, t.Kg, A, lda, col,
+                              tile.width(), false);
+    for (int64_t n = tile.n0; n < tile.n1; ++n)
+      col2im_add(s, col + (n - tile.n0) * tile.pixels(), Cig, tile.p0, tile.p1,
+                 grad_x + (n * s.C_in + g * Cig) * s.H * s.W, tile.width());
+  }
+}
+
 template <typename T>
 void conv_backward_input(const Conv2dShape& s, const T* grad_y, const T* w, T* grad_x) {
   const Tiling t = tiling_of<T>(s);
-  const int64_t Cig = s.C_in / s.groups, Cog = s.C_out / s.groups;
+  const int64_t Cog = s.C_out / s.groups;
   const int64_t image = s.C_in * s.H * s.W;
+  const bool direct = col_is_input(s);
   if (t.tiles == 0) {
     std::fill(grad_x, grad_x + s.N * image, T(0));
     return;
   }
-  if (col_is_input(s)) {
-    // Tiles do not overlap: each writes grad_x[n, g, :, p0:p1] = W_gᵀ · grad_y[n, g, :, p0:p1].
-    parallel_for(s.N * t.tiles, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t piece = begin; piece < end; ++piece) {
-        const int64_t n = piece / t.tiles, p0 = piece % t.tiles * t.per_tile, p1 = std::min(t.P, p0 + t.per_tile);
-        for (int64_t g = 0; g < s.groups; ++g)
-          gemm_on_calling_thread<T>(true, false, Cig, p1 - p0, Cog, w + g * Cog * t.Kg, t.Kg,
-                                    grad_y + (n * s.C_out + g * Cog) * t.P + p0, t.P,
-                                    grad_x + (n * s.C_in + g * Cig) * t.P + p0, t.P, false);
+  auto buffers = [&](T*& col, T*& gathered) {
+    col = direct ? nullptr : scratch<T, 0>(t.Kg * t.images_per_tile * t.pixels_per_tile);
+    gathered = t.images_per_tile > 1 ? scratch<T, 1>(Cog * t.images_per_tile * t.P) : nullptr;
+  };
+  if (direct || t.tiles_per_image == 1) {
+    // Tiles write disjoint parts of grad_x: in parallel over tiles.
+    parallel_for(t.tiles, 1, [&](int64_t begin, int64_t end) {
+      T *col, *gathered;
+      buffers(col, gathered);
+      for (int64_t index = begin; index < end; ++index) {
+        const Tile tile = tile_of(t, s.N, index);
+        if (!direct) std::fill(grad_x + tile.n0 * image, grad_x + tile.n1 * image, T(0));
+        backward_input_tile(s, t, tile, grad_y, w, grad_x, direct, col, gathered);
       }
     });
     return;
   }
+  // Tiles of one image overlap in grad_x: images in parallel, each one's tiles in order.
   parallel_for(s.N, 1, [&](int64_t begin, int64_t end) {
-    T* col = column_buffer<T>(t.Kg * t.per_tile);
+    T *col, *gathered;
+    buffers(col, gathered);
     for (int64_t n = begin; n < end; ++n) {
       std::fill(grad_x + n * image, grad_x + (n + 1) * image, T(0));
-      for (int64_t tile = 0; tile < t.tiles; ++tile) {
-        const int64_t p0 = tile * t.per_tile, p1 = std::min(t.P, p0 + t.per_tile);
-        for (int64_t g = 0; g < s.groups; ++g) {
-          gemm_on_calling_thread<T>(true, false, t.Kg, p1 - p0, Cog, w + g * Cog * t.Kg, t.Kg,
-                                    grad_y + (n * s.C_out + g * Cog) * t.P + p0, t.P, col, p1 - p0, false);
-          col2im_add(s, col, Cig, p0, p1, grad_x + n * image + g * Cig * s.H * s.W);
-        }
-      }
+      for (int64_t index = n * t.tiles_per_image; index < (n + 1) * t.tiles_per_image; ++index)
+        backward_input_tile(s, t, tile_of(t, s.N, index), grad_y, w, grad_x, direct, col, gathered);
     }
   });
 }
@@ -225,32 +322,31 @@ void conv_backward_input(const Conv2dShape& s, const T* grad_y, const T* w, T* g
 template <typename T>
 void conv_backward_weight(const Conv2dShape& s, const T* x, const T* grad_y, T* grad_w) {
   const Tiling t = tiling_of<T>(s);
-  const int64_t Cig = s.C_in / s.groups, Cog = s.C_out / s.groups;
+  const int64_t Cog = s.C_out / s.groups;
   const int64_t weight_size = s.C_out * t.Kg;
-  const int64_t pieces = s.N * t.tiles;
-  if (pieces == 0) {
+  if (t.tiles == 0) {
     std::fill(grad_w, grad_w + weight_size, T(0));
     return;
   }
   const bool direct = col_is_input(s);
-  const int64_t per_chunk = ceil_div(pieces, kWeightChunks), chunks = ceil_div(pieces, per_chunk);
+  const int64_t per_chunk = ceil_div(t.tiles, kWeightChunks), chunks = ceil_div(t.tiles, per_chunk);
   // Slot 0 is grad_w itself; slots 1.. are partial sums, added to it in chunk order afterwards.
   std::vector<T> partials(static_cast<size_t>((chunks - 1) * weight_size));
   parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
-    T* col = direct ? nullptr : column_buffer<T>(t.Kg * t.per_tile);
+    T* col = direct ? nullptr : scratch<T, 0>(t.Kg * t.images_per_tile * t.pixels_per_tile);
+    T* gathered = t.images_per_tile > 1 ? scratch<T, 1>(Cog * t.images_per_tile * t.P) : nullptr;
     for (int64_t chunk = begin; chunk < end; ++chunk) {
       T* slot = chunk == 0 ? grad_w : partials.data() + (chunk - 1) * weight_size;
-      const int64_t first = chunk * per_chunk, last = std::min(pieces, first + per_chunk);
-      for (int64_t piece = first; piece < last; ++piece) {
-        const int64_t n = piece / t.tiles, p0 = piece % t.tiles * t.per_tile, p1 = std::min(t.P, p0 + t.per_tile);
+      const int64_t first = chunk * per_chunk, last = std::min(t.tiles, first + per_chunk);
+      for (int64_t index = first; index < last; ++index) {
+        const Tile tile = tile_of(t, s.N, index);
         for (int64_t g = 0; g < s.groups; ++g) {
-          const T* x_group = x + (n * s.C_in + g * Cig) * s.H * s.W;
-          const T* B = direct ? x_group + p0 : col;
-          const int64_t ldb = direct ? t.P : p1 - p0;
-          if (!direct) im2col(s, x_group, Cig, p0, p1, col);
-          // slot_g[Cog, Kg] (+)= grad_y[n, g, :, p0:p1] · colᵀ
-          gemm_on_calling_thread<T>(false, true, Cog, t.Kg, p1 - p0, grad_y + (n * s.C_out + g * Cog) * t.P + p0,
-                                    t.P, B, ldb, slot + g * Cog * t.Kg, t.Kg, /*accumulate=*/piece != first);
+          int64_t lda, ldb;
+          const T* A = gather_rows(grad_y, s.C_out, g * Cog, Cog, t.P, tile, gathered, lda);
+          const T* B = columns(s, t, tile, x, g, direct, col, ldb);
+          // slot_g[Cog, Kg] (+)= grad_y tile · colᵀ
+          gemm_on_calling_thread<T>(false, true, Cog, t.Kg, tile.width(), A, lda, B, ldb, slot + g * Cog * t.Kg, t.Kg,
+                                    /*accumulate=*/index != first);
         }
       }
     }

@@ -1,4 +1,4 @@
-// 2-D pooling: max_pool2d and its modules. Each op validates at the edge, reduces the pooling to
+// 2-D pooling: max_pool2d, avg_pool2d, the adaptive pools and their modules. Each op validates at the edge, reduces the pooling to
 // per-axis window tables, and runs one fused pass over the output rows.
 //
 // Shapes: x: [P, H, W] planes (P = N·C, or C unbatched) -> y: [P, H_out, W_out]. Output element
@@ -6,11 +6,16 @@
 // columns: the window clipped to the input, so padding is never read. For max pooling
 //   y = max over the window,  idx = its flat position h·W + w (the first largest; NaN wins),
 //   dx[idx] += dy          (the backward: the adjoint of the gather x ↦ x[idx]).
+// For average pooling, with a divisor per output element,
+//   y = Σ_window x / divisor,   dx[window] += dy / divisor,
+// two linear maps, each the other's adjoint: each is the other's backward, to any order.
+// Adaptive pooling has the windows ⌊o·in/out⌋ … ⌈(o+1)·in/out⌉ − 1 along each axis.
 #include "tapegrad/nn/pooling.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -28,6 +33,7 @@ namespace {
 // One axis of the windows: output o reads first + t·step for t < count.
 struct Window {
   int64_t first = 0, count = 0;
+  int64_t extent = 0;  // the window's size within the padded input (avg_pool2d's count_include_pad divisor)
 };
 
 // x: [planes, H, W] -> [planes, H_out, W_out] through the windows rows (H_out) and cols (W_out).
@@ -54,8 +60,10 @@ std::vector<Window> strided_windows(int64_t in, int64_t out, int64_t k, int64_t 
   for (int64_t o = 0; o < out; ++o) {
     int64_t start = o * stride - pad;
     const int64_t end = std::min(start + (k - 1) * dilation + 1, in);
+    const int64_t extent = std::min(start + k, in + pad) - start;  // avg pooling only (dilation 1)
     while (start < 0) start += dilation;
-    windows[static_cast<size_t>(o)] = {start, std::max<int64_t>(0, tg::detail::ceil_div(end - start, dilation))};
+    windows[static_cast<size_t>(o)] = {start, std::max<int64_t>(0, tg::detail::ceil_div(end - start, dilation)),
+                                       extent};
   }
   return windows;
 }
@@ -202,14 +210,15 @@ void index_scatter_planes(int64_t planes, int64_t in_plane, int64_t out_plane, c
 Tensor max_pool_backward(const Tensor& dy, const Tensor& indices, const Shape& x_shape, bool create_graph) {
   const int64_t in_plane = x_shape[x_shape.size() - 2] * x_shape.back();
   const int64_t out_plane = dy.size(-2) * dy.size(-1);
-  const int64_t planes = dy.numel() / std::max<int64_t>(out_plane, 1);
+  int64_t planes = 1;
+  for (size_t d = 0; d + 2 < x_shape.size(); ++d) planes *= x_shape[d];
   if (create_graph)
     return zeros({planes, in_plane}, dy.dtype())
         .scatter_add(1, indices.reshape({planes, out_plane}), dy.reshape({planes, out_plane}))
         .reshape(x_shape);
   Tensor dx = tg::make_tensor(x_shape, dy.dtype(), "MaxPool2DWithIndicesBackward");
   tg::detail::dispatch_floating("MaxPool2DWithIndicesBackward", dy.dtype(), [&]<typename T>() {
-    index_scatter_planes<T>(planes, in_plane, out_plane, dy.data<T>(), indices.data<int64_t>(), dx.mutable_data<T>());
+    if (dx.numel() > 0) index_scatter_planes<T>(planes, in_plane, out_plane, dy.data<T>(), indices.data<int64_t>(), dx.mutable_data<T>());
   });
   return dx;
 }
@@ -221,6 +230,7 @@ std::pair<Tensor, Tensor> max_pool(const Tensor& x, const PoolGeometry& g, bool 
   Tensor y = tg::make_tensor(shape, x.dtype(), node);
   Tensor indices = want_indices || record ? tg::make_tensor(shape, kInt64, node) : Tensor();
   tg::detail::dispatch_floating(node, x.dtype(), [&]<typename T>() {
+    if (y.numel() == 0) return;
     if (indices.defined()) max_pool_forward<T, true>(g, x.data<T>(), y.mutable_data<T>(), indices.mutable_data<int64_t>());
     else max_pool_forward<T, false>(g, x.data<T>(), y.mutable_data<T>(), nullptr);
   });
@@ -230,6 +240,127 @@ std::pair<Tensor, Tensor> max_pool(const Tensor& x, const PoolGeometry& g, bool 
       grads.set(0, max_pool_backward(dy, grads.unpack(saved_indices), x_shape, grads.create_graph()));
     });
   return {y, indices};
+}
+
+// The windows of adaptive pooling along one axis: ⌊o·in/out⌋ … ⌈(o + 1)·in/out⌉ − 1.
+std::vector<Window> adaptive_windows(int64_t in, int64_t out) {
+  std::vector<Window> windows(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t start = o * in / out, end = ((o + 1) * in + out - 1) / out;
+    windows[static_cast<size_t>(o)] = {start, end - start, end - start};
+  }
+  return windows;
+}
+
+PoolGeometry adaptive_geometry(const Tensor& x, ExpandingArray<2> output_size, const char* op) {
+  check_pool_input(x, op);
+  check(output_size[0] >= 0 && output_size[1] >= 0, op, "output_size must be non-negative, got ",
+        output_size.vec());
+  PoolGeometry g;
+  g.H = x.size(-2), g.W = x.size(-1);
+  g.planes = x.numel() / (g.H * g.W);
+  g.H_out = output_size[0], g.W_out = output_size[1];
+  g.rows = adaptive_windows(g.H, g.H_out);
+  g.cols = adaptive_windows(g.W, g.W_out);
+  return g;
+}
+
+// What an average pooling divides each window's sum by.
+struct AvgPlan {
+  PoolGeometry g;
+  enum class Divisor { kPadded, kClipped, kOverride, kAdaptive } divisor = Divisor::kPadded;
+  int64_t divisor_override = 1;
+  const char* node = "";          // the forward's node name
+  const char* adjoint_node = "";  // the backward's (recorded when differentiated again)
+};
+
+// y = sum · (1 / divisor) as torch rounds it: sum / divisor, or sum / kh / kw for adaptive pooling.
+template <typename T>
+inline T divide(T sum, const AvgPlan& plan, const Window& wh, const Window& ww) {
+  switch (plan.divisor) {
+    case AvgPlan::Divisor::kPadded: return sum / static_cast<T>(wh.extent * ww.extent);
+    case AvgPlan::Divisor::kClipped: return sum / static_cast<T>(wh.count * ww.count);
+    case AvgPlan::Divisor::kOverride: return sum / static_cast<T>(plan.divisor_override);
+    case AvgPlan::Divisor::kAdaptive: return sum / static_cast<T>(wh.count) / static_cast<T>(ww.count);
+  }
+  return sum;
+}
+
+// x: [planes, H, W] -> y: [planes, H_out, W_out], each window's sum divided; an empty window
+// (wholly in the padding) gives 0. Parallel over output rows.
+template <typename T>
+void avg_pool_forward(const AvgPlan& plan, const T* x, T* y) {
+  const PoolGeometry& g = plan.g;
+  tg::detail::parallel_for(g.planes * g.H_out, std::max<int64_t>(1, tg::detail::kElementwiseGrain / (4 * g.W_out)),
+                           [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* plane = x + (r / g.H_out) * g.H * g.W;
+      const Window wh = g.rows[static_cast<size_t>(r % g.H_out)];
+      for (int64_t ow = 0; ow < g.W_out; ++ow) {
+        const Window ww = g.cols[static_cast<size_t>(ow)];
+        if (wh.count <= 0 || ww.count <= 0) {
+          y[r * g.W_out + ow] = T(0);
+          continue;
+        }
+        T sum = 0;
+        for (int64_t h = wh.first; h < wh.first + wh.count; ++h)
+          for (int64_t w = ww.first; w < ww.first + ww.count; ++w) sum += plane[h * g.W + w];
+        y[r * g.W_out + ow] = divide(sum, plan, wh, ww);
+      }
+    }
+  });
+}
+
+// dy: [planes, H_out, W_out] -> dx: [planes, H, W] (overwritten), dx[window] += dy / divisor.
+// One plane's windows run in order (they may overlap); planes in parallel.
+template <typename T>
+void avg_pool_adjoint(const AvgPlan& plan, const T* dy, T* dx) {
+  const PoolGeometry& g = plan.g;
+  const int64_t in_plane = g.H * g.W, out_plane = g.H_out * g.W_out;
+  tg::detail::parallel_for(g.planes, std::max<int64_t>(1, tg::detail::kElementwiseGrain / std::max(in_plane, out_plane)),
+                           [&](int64_t p0, int64_t p1) {
+    std::fill(dx + p0 * in_plane, dx + p1 * in_plane, T(0));
+    for (int64_t p = p0; p < p1; ++p) {
+      T* dx_plane = dx + p * in_plane;
+      for (int64_t oh = 0; oh < g.H_out; ++oh) {
+        const Window wh = g.rows[static_cast<size_t>(oh)];
+        for (int64_t ow = 0; ow < g.W_out; ++ow) {
+          const Window ww = g.cols[static_cast<size_t>(ow)];
+          if (wh.count <= 0 || ww.count <= 0) continue;
+          const T delta = divide(dy[p * out_plane + oh * g.W_out + ow], plan, wh, ww);
+          for (int64_t h = wh.first; h < wh.first + wh.count; ++h)
+            for (int64_t w = ww.first; w < ww.first + ww.count; ++w) dx_plane[h * g.W + w] += delta;
+        }
+      }
+    }
+  });
+}
+
+Tensor avg_pool_adjoint_op(const Tensor& dy, const std::shared_ptr<const AvgPlan>& plan);
+
+// The average pooling of x as one tape node; its backward is the adjoint, recorded in turn.
+Tensor avg_pool_op(const Tensor& x, const std::shared_ptr<const AvgPlan>& plan) {
+  Tensor y = tg::make_tensor(pooled_shape(x, plan->g.H_out, plan->g.W_out), x.dtype(), plan->node);
+  tg::detail::dispatch_floating(plan->node, x.dtype(), [&]<typename T>() {
+    if (y.numel() > 0) avg_pool_forward<T>(*plan, x.data<T>(), y.mutable_data<T>());
+  });
+  if (autograd::needs_grad(x))
+    autograd::record(y, plan->node, {x}, [plan](const Tensor& dy, autograd::GradInputs& grads) {
+      grads.set(0, avg_pool_adjoint_op(dy, plan));
+    });
+  return y;
+}
+
+Tensor avg_pool_adjoint_op(const Tensor& dy, const std::shared_ptr<const AvgPlan>& plan) {
+  Tensor dx = tg::make_tensor(pooled_shape(dy, plan->g.H, plan->g.W), dy.dtype(), plan->adjoint_node);
+  tg::detail::dispatch_floating(plan->adjoint_node, dy.dtype(), [&]<typename T>() {
+    if (dx.numel() > 0) avg_pool_adjoint<T>(*plan, dy.data<T>(), dx.mutable_data<T>());
+  });
+  if (autograd::needs_grad(dy))
+    autograd::record(dx, plan->adjoint_node, {dy}, [plan](const Tensor& ddx, autograd::GradInputs& grads) {
+      grads.set(0, avg_pool_op(ddx, plan));
+    });
+  return dx;
 }
 
 }  // namespace
@@ -251,6 +382,48 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, ExpandingArra
   tg::detail::rethrow_out_of_memory_as("max_pool2d_with_indices");
 }
 
+Tensor avg_pool2d(const Tensor& x, ExpandingArray<2> kernel_size, const AvgPool2dFuncOptions& options) try {
+  const char* op = "avg_pool2d";
+  check(!options.divisor_override || *options.divisor_override != 0, op, "divisor_override must not be 0");
+  auto plan = std::make_shared<AvgPlan>();
+  plan->g = max_pool_geometry(
+      x, kernel_size, {.stride = options.stride, .padding = options.padding, .ceil_mode = options.ceil_mode}, op);
+  plan->divisor = options.divisor_override ? AvgPlan::Divisor::kOverride
+                  : options.count_include_pad ? AvgPlan::Divisor::kPadded
+                                              : AvgPlan::Divisor::kClipped;
+  plan->divisor_override = options.divisor_override.value_or(1);
+  plan->node = "AvgPool2DBackward";
+  plan->adjoint_node = "AvgPool2DBackwardBackward";
+  return avg_pool_op(x, plan);
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("avg_pool2d");
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray<2> output_size) try {
+  auto plan = std::make_shared<AvgPlan>();
+  plan->g = adaptive_geometry(x, output_size, "adaptive_avg_pool2d");
+  plan->divisor = AvgPlan::Divisor::kAdaptive;
+  plan->node = "AdaptiveAvgPool2DBackward";
+  plan->adjoint_node = "AdaptiveAvgPool2DBackwardBackward";
+  return avg_pool_op(x, plan);
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("adaptive_avg_pool2d");
+}
+
+Tensor adaptive_max_pool2d(const Tensor& x, ExpandingArray<2> output_size) try {
+  return max_pool(x, adaptive_geometry(x, output_size, "adaptive_max_pool2d"), false, "AdaptiveMaxPool2DBackward")
+      .first;
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("adaptive_max_pool2d");
+}
+
+std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, ExpandingArray<2> output_size) try {
+  return max_pool(x, adaptive_geometry(x, output_size, "adaptive_max_pool2d_with_indices"), true,
+                  "AdaptiveMaxPool2DBackward");
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("adaptive_max_pool2d_with_indices");
+}
+
 }  // namespace functional
 
 namespace {
@@ -264,6 +437,24 @@ MaxPool2d::MaxPool2d(ExpandingArray<2> kernel_size, const MaxPool2dOptions& opti
 Tensor MaxPool2d::forward(const Tensor& x) { return functional::max_pool2d(x, kernel_size, func_options(options)); }
 std::pair<Tensor, Tensor> MaxPool2d::forward_with_indices(const Tensor& x) {
   return functional::max_pool2d_with_indices(x, kernel_size, func_options(options));
+}
+
+AvgPool2d::AvgPool2d(ExpandingArray<2> kernel_size, const AvgPool2dOptions& options)
+    : kernel_size(kernel_size), options(options) {}
+Tensor AvgPool2d::forward(const Tensor& x) {
+  return functional::avg_pool2d(x, kernel_size,
+                                {.stride = options.stride, .padding = options.padding, .ceil_mode = options.ceil_mode,
+                                 .count_include_pad = options.count_include_pad,
+                                 .divisor_override = options.divisor_override});
+}
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(ExpandingArray<2> output_size) : output_size(output_size) {}
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return functional::adaptive_avg_pool2d(x, output_size); }
+
+AdaptiveMaxPool2d::AdaptiveMaxPool2d(ExpandingArray<2> output_size) : output_size(output_size) {}
+Tensor AdaptiveMaxPool2d::forward(const Tensor& x) { return functional::adaptive_max_pool2d(x, output_size); }
+std::pair<Tensor, Tensor> AdaptiveMaxPool2d::forward_with_indices(const Tensor& x) {
+  return functional::adaptive_max_pool2d_with_indices(x, output_size);
 }
 
 }  // namespace tg::nn

@@ -104,6 +104,33 @@ TEST_CASE("conv_transpose2d matches PyTorch's output and gradients", "[conv][fix
   });
 }
 
+TEST_CASE("Conv modules with padding_mode reflect, replicate, circular match PyTorch", "[conv][fixture]") {
+  const std::string suffix = GENERATE(as<std::string>{}, "_f32", "_f64");
+  const tg::DType dtype = fixture_dtype(suffix);
+  auto run = [&](const std::string& name, tg::nn::Module& module, tg::nn::Parameter& weight, tg::nn::Parameter& bias) {
+    CAPTURE(name, suffix);
+    const tg::testing::FixtureCase& c = tg::testing::fixture("conv.txt", "mode_" + name + suffix);
+    module.to(dtype);
+    weight = c.at("weight");  // copies the values in
+    bias = c.at("bias");
+    Tensor x = leaf(c.at("x"));
+    Tensor y = module.forward(x);
+    TG_REQUIRE_CLOSE(y, c.at("y"), conv_atol(suffix));
+    y.backward(c.at("dy"));
+    TG_REQUIRE_CLOSE(x.grad(), c.at("dx"), conv_atol(suffix));
+    TG_REQUIRE_CLOSE(weight.grad(), c.at("dweight"), conv_atol(suffix));
+    TG_REQUIRE_CLOSE(bias.grad(), c.at("dbias"), conv_atol(suffix));
+  };
+  tg::nn::Conv2d reflect(2, 3, {3, 2}, {.padding = {1, 2}, .padding_mode = "reflect"});
+  run("conv2d_reflect", reflect, reflect.weight, reflect.bias);
+  tg::nn::Conv2d replicate(2, 2, {4, 3}, {.padding = "same", .padding_mode = "replicate"});
+  run("conv2d_replicate_same", replicate, replicate.weight, replicate.bias);
+  tg::nn::Conv2d circular(2, 2, 3, {.stride = 2, .padding = 1, .padding_mode = "circular"});
+  run("conv2d_circular_stride", circular, circular.weight, circular.bias);
+  tg::nn::Conv1d reflect1d(2, 3, 3, {.padding = 2, .padding_mode = "reflect"});
+  run("conv1d_reflect", reflect1d, reflect1d.weight, reflect1d.bias);
+}
+
 TEST_CASE("conv2d over several tiles and chunks matches the naive loop", "[conv]") {
   // 64 input channels × 3 × 3 taps: a float64 tile holds ~113 output pixels, so each 17 × 19
   // image is three tiles (boundaries inside output rows), and grad weight sums 10 pieces.
@@ -159,6 +186,17 @@ TEST_CASE("conv gradients pass gradcheck and gradgradcheck in float64", "[conv][
     INFO(second.message);
     REQUIRE(second.passed);
   }
+  SECTION("depthwise conv2d (the direct kernels): multiplier 2, 'same' with an even kernel") {
+    const Tensor x = randn_leaf({2, 3, 5, 6}, tg::kFloat64), w = randn_leaf({6, 1, 2, 3}, tg::kFloat64),
+                 b = randn_leaf({6}, tg::kFloat64);
+    const auto fn = [](const std::vector<Tensor>& t) {
+      return F::conv2d(t[0], t[1], {.bias = t[2], .padding = "same", .dilation = {2, 1}, .groups = 3});
+    };
+    TG_REQUIRE_GRADCHECK(fn, (std::vector<Tensor>{x, w, b}));
+    const tg::GradcheckResult second = tg::gradgradcheck(fn, {x, w, b});
+    INFO(second.message);
+    REQUIRE(second.passed);
+  }
   SECTION("conv1d") {
     const Tensor x = randn_leaf({2, 3, 7}, tg::kFloat64), w = randn_leaf({2, 3, 3}, tg::kFloat64),
                  b = randn_leaf({2}, tg::kFloat64);
@@ -187,9 +225,9 @@ TEST_CASE("conv gradients pass gradcheck and gradgradcheck in float64", "[conv][
 TEST_CASE("conv2d forward and backward are bitwise identical for 1, 2, 3 and 8 threads", "[conv][threads]") {
   const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64);
   tg::manual_seed(5);
-  const Tensor x0 = tg::randn({6, 32, 15, 14}, dtype), w0 = tg::randn({16, 32, 3, 3}, dtype),
+  const Tensor x0 = tg::randn({20, 32, 15, 14}, dtype), w0 = tg::randn({16, 32, 3, 3}, dtype),
                b0 = tg::randn({16}, dtype);
-  const Tensor dy = tg::randn({6, 16, 8, 14}, dtype);
+  const Tensor dy = tg::randn({20, 16, 8, 14}, dtype);
   auto run = [&] {
     Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
     Tensor y = F::conv2d(x, w, {.bias = b, .stride = {2, 1}, .padding = 1});

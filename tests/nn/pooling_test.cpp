@@ -2,6 +2,8 @@
 // hand-derived ties, NaN and −inf, gradcheck and gradgradcheck in float64, errors naming the
 // shapes, and thread-count determinism.
 #include <cmath>
+#include <functional>
+#include <tuple>
 #include <limits>
 #include <string>
 #include <vector>
@@ -141,4 +143,137 @@ TEST_CASE("MaxPool2d is F::max_pool2d with its options", "[pooling][module]") {
         F::max_pool2d_with_indices(x, 3, {.stride = 2, .padding = 1, .ceil_mode = true}).second.to_vector<int64_t>());
   CHECK(pool.parameters().empty());
   CHECK(tg::nn::MaxPool2d(2)(x).shape() == Shape{2, 3, 4, 4});
+}
+
+TEST_CASE("avg_pool2d matches PyTorch: ceil_mode, padding, count_include_pad, divisor_override",
+          "[pooling][avg_pool][fixture]") {
+  int cases = 0;
+  for (const auto& [name, c] : tg::testing::load_fixtures("pooling.txt")) {
+    if (name.rfind("avg_pool_", 0) != 0) continue;
+    CAPTURE(name);
+    ++cases;
+    const std::string suffix = name.substr(name.size() - 4);
+    F::AvgPool2dFuncOptions o{.padding = pair_of(c.ints("padding")), .ceil_mode = c.scalar("ceil_mode") != 0,
+                              .count_include_pad = c.scalar("count_include_pad") != 0};
+    if (c.has("stride")) o.stride = pair_of(c.ints("stride"));
+    if (c.has("divisor_override")) o.divisor_override = static_cast<int64_t>(c.scalar("divisor_override"));
+    Tensor x = leaf(c.at("x"));
+    Tensor y = F::avg_pool2d(x, pair_of(c.ints("kernel_size")), o);
+    REQUIRE(std::string(y.grad_fn_name()) == "AvgPool2DBackward");
+    TG_REQUIRE_CLOSE(y, c.at("y"), fixture_atol(suffix));
+    y.backward(c.at("dy"));
+    TG_REQUIRE_CLOSE(x.grad(), c.at("dx"), fixture_atol(suffix));
+  }
+  REQUIRE(cases == 16);
+}
+
+TEST_CASE("adaptive pooling matches PyTorch: values, indices and gradients", "[pooling][adaptive][fixture]") {
+  int cases = 0;
+  for (const auto& [name, c] : tg::testing::load_fixtures("pooling.txt")) {
+    if (name.rfind("adaptive_", 0) != 0) continue;
+    CAPTURE(name);
+    ++cases;
+    const std::string suffix = name.substr(name.size() - 4);
+    const bool is_max = name.rfind("adaptive_max", 0) == 0;
+    Tensor x = leaf(c.at("x"));
+    Tensor y;
+    if (is_max) {
+      Tensor indices;
+      std::tie(y, indices) = F::adaptive_max_pool2d_with_indices(x, pair_of(c.ints("output_size")));
+      REQUIRE(indices.to_vector<int64_t>() == c.ints("indices"));
+      TG_REQUIRE_CLOSE(F::adaptive_max_pool2d(c.at("x"), pair_of(c.ints("output_size"))), c.at("y"), 0.0);
+    } else {
+      y = F::adaptive_avg_pool2d(x, pair_of(c.ints("output_size")));
+    }
+    REQUIRE(std::string(y.grad_fn_name()) == (is_max ? "AdaptiveMaxPool2DBackward" : "AdaptiveAvgPool2DBackward"));
+    TG_REQUIRE_CLOSE(y, c.at("y"), fixture_atol(suffix));
+    y.backward(c.at("dy"));
+    TG_REQUIRE_CLOSE(x.grad(), c.at("dx"), fixture_atol(suffix));
+  }
+  REQUIRE(cases == 20);
+}
+
+TEST_CASE("avg_pool2d: hand-derived divisors at the padded border", "[pooling][avg_pool]") {
+  // x = 1 everywhere, 3×3 windows, stride 1, padding 1 on a 3×3 input: the corner window holds 4
+  // input elements of its 9 places.
+  const Tensor x = tg::ones({1, 1, 3, 3}, tg::kFloat64);
+  const std::vector<double> with_pad = tg::testing::values(F::avg_pool2d(x, 3, {.stride = 1, .padding = 1}));
+  CHECK(with_pad[0] == Approx(4.0 / 9));
+  CHECK(with_pad[1] == Approx(6.0 / 9));
+  CHECK(with_pad[4] == 1.0);
+  for (double v : tg::testing::values(F::avg_pool2d(x, 3, {.stride = 1, .padding = 1, .count_include_pad = false})))
+    CHECK(v == 1.0);
+  CHECK(tg::testing::values(F::avg_pool2d(x, 3, {.stride = 1, .padding = 1, .divisor_override = 2}))[0] == 2.0);
+  // The backward spreads dy / divisor over the window: the centre is in all nine windows.
+  Tensor leaf_x = x.clone().requires_grad_();
+  F::avg_pool2d(leaf_x, 3, {.stride = 1, .padding = 1}).sum().backward();
+  CHECK(tg::testing::values(leaf_x.grad())[4] == Approx(1.0));
+  // Global adaptive average of a ramp: its mean.
+  CHECK(tg::testing::values(F::adaptive_avg_pool2d(tg::arange(0, 12, 1, tg::kFloat64).reshape({1, 3, 4}), 1)) ==
+        std::vector<double>{5.5});
+}
+
+TEST_CASE("avg and adaptive pooling pass gradcheck and gradgradcheck in float64", "[pooling][gradcheck]") {
+  tg::manual_seed(23);
+  using Fn = std::function<Tensor(const Tensor&)>;
+  const int which = GENERATE(0, 1, 2, 3, 4);
+  const std::vector<std::pair<Shape, Fn>> cases{
+      {{2, 2, 5, 6}, [](const Tensor& x) { return F::avg_pool2d(x, 3, {.stride = 2, .padding = 1, .ceil_mode = true}); }},
+      {{1, 2, 5, 5},
+       [](const Tensor& x) { return F::avg_pool2d(x, {3, 2}, {.stride = 1, .padding = 1, .count_include_pad = false}); }},
+      {{2, 4, 5}, [](const Tensor& x) { return F::avg_pool2d(x, 2, {.divisor_override = 3}); }},
+      {{1, 2, 5, 7}, [](const Tensor& x) { return F::adaptive_avg_pool2d(x, {3, 4}); }},
+      {{1, 2, 5, 7}, [](const Tensor& x) { return F::adaptive_max_pool2d(x, {3, 4}); }},
+  };
+  const auto& [shape, pool] = cases[static_cast<size_t>(which)];
+  CAPTURE(which);
+  auto fn = [&](const std::vector<Tensor>& in) { return pool(in[0]); };
+  std::vector<Tensor> inputs{randn_leaf(shape, tg::kFloat64)};
+  TG_REQUIRE_GRADCHECK(fn, inputs);
+  const tg::GradcheckResult second = tg::gradgradcheck(fn, inputs);
+  INFO(second.message);
+  REQUIRE(second.passed);
+}
+
+TEST_CASE("avg and adaptive pooling: errors and empty outputs", "[pooling]") {
+  const Tensor x = tg::randn({2, 3, 4, 5});
+  REQUIRE_TG_ERROR(F::avg_pool2d(x, 2, {.divisor_override = 0}), Contains("divisor_override"));
+  REQUIRE_TG_ERROR(F::avg_pool2d(x, 6), Contains("avg_pool2d") && Contains("too small") && Contains("[2, 3, 4, 5]"));
+  REQUIRE_TG_ERROR(F::avg_pool2d(x, 3, {.padding = 2}), Contains("half the kernel size"));
+  REQUIRE_TG_ERROR(F::avg_pool2d(tg::randn({5, 5}), 2), Contains("avg_pool2d") && Contains("[5, 5]"));
+  REQUIRE_TG_ERROR(F::adaptive_avg_pool2d(x, {-1, 2}), Contains("non-negative") && Contains("[-1, 2]"));
+  REQUIRE_TG_ERROR(F::adaptive_max_pool2d(tg::randn({2, 3, 0, 5}), 2),
+                   Contains("adaptive_max_pool2d") && Contains("[2, 3, 0, 5]"));
+  Tensor leaf_x = x.clone().requires_grad_();
+  Tensor empty = F::adaptive_max_pool2d(leaf_x, {0, 2});
+  CHECK(empty.shape() == Shape{2, 3, 0, 2});
+  empty.sum().backward();
+  CHECK(tg::testing::values(leaf_x.grad()) == std::vector<double>(120, 0.0));
+  CHECK(F::adaptive_avg_pool2d(x, {0, 2}).shape() == Shape{2, 3, 0, 2});
+}
+
+TEST_CASE("avg and adaptive pooling are bitwise identical at any thread count", "[pooling][determinism]") {
+  tg::manual_seed(4);
+  const Tensor x0 = tg::randn({8, 16, 28, 28});
+  require_bitwise_identical_across_threads([&] {
+    Tensor x = x0.clone().requires_grad_();
+    Tensor a = F::avg_pool2d(x, 3, {.stride = 2, .padding = 1, .count_include_pad = false});
+    Tensor b = F::adaptive_avg_pool2d(x, {5, 9});
+    Tensor m = F::adaptive_max_pool2d(x, {6, 4});
+    (a.sum() + b.sum() * 2.0 + m.sum() * 3.0).backward();
+    return NamedBytes{{"a", bytes(a)}, {"b", bytes(b)}, {"m", bytes(m)}, {"dx", bytes(x.grad())}};
+  });
+}
+
+TEST_CASE("AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d are their functions", "[pooling][module]") {
+  tg::manual_seed(6);
+  const Tensor x = tg::randn({2, 3, 9, 8});
+  tg::nn::AvgPool2d avg(3, {.stride = 2, .padding = 1, .count_include_pad = false});
+  TG_REQUIRE_CLOSE(avg(x), F::avg_pool2d(x, 3, {.stride = 2, .padding = 1, .count_include_pad = false}), 0.0);
+  TG_REQUIRE_CLOSE(tg::nn::AdaptiveAvgPool2d({2, 3})(x), F::adaptive_avg_pool2d(x, {2, 3}), 0.0);
+  tg::nn::AdaptiveMaxPool2d amax(4);
+  TG_REQUIRE_CLOSE(amax(x), F::adaptive_max_pool2d(x, 4), 0.0);
+  CHECK(amax.forward_with_indices(x).second.to_vector<int64_t>() ==
+        F::adaptive_max_pool2d_with_indices(x, 4).second.to_vector<int64_t>());
+  CHECK(tg::nn::AdaptiveAvgPool2d(1)(x).shape() == Shape{2, 3, 1, 1});
 }

@@ -5,8 +5,8 @@
 /// @code
 ///   namespace F = tg::nn::functional;
 ///   tg::nn::Conv2d conv(3, 16, 3, {.padding = 1});              // nn.Conv2d(3, 16, 3, padding=1)
-///   tg::Tensor y = conv(tg::randn({8, 3, 32, 32}));            // [8, 16, 32, 32]
-///   tg::Tensor z = F::conv2d(y, conv.weight, {.padding = "same", .groups = 1});  // [8, 16, 32, 32]
+///   tg::Tensor y = conv(tg::randn({8, 3, 32, 32}));             // [8, 16, 32, 32]
+///   tg::Tensor z = F::conv2d(x, w, {.padding = "same"});       // x [8, 3, 32, 32], w [16, 3, 5, 5]: [8, 16, 32, 32]
 /// @endcode
 #pragma once
 

@@ -46,6 +46,32 @@ Tensor max_pool2d(const Tensor& x, ExpandingArray<2> kernel_size, const MaxPool2
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, ExpandingArray<2> kernel_size,
                                                   const MaxPool2dFuncOptions& options = {});
 
+/// The options of torch.nn.functional.avg_pool2d beyond the input and kernel_size.
+struct AvgPool2dFuncOptions {
+  std::optional<ExpandingArray<2>> stride;  ///< unset: kernel_size (torch's stride=None)
+  ExpandingArray<2> padding = 0;            ///< implicit zeros at each side, ≤ kernel_size / 2
+  bool ceil_mode = false;                   ///< round the output size up (a last partial window)
+  bool count_include_pad = true;            ///< divide by the window's size counting the padding
+  std::optional<int64_t> divisor_override;  ///< divide every window's sum by this instead (≠ 0)
+};
+
+/// torch.nn.functional.avg_pool2d: x [N, C, H, W] or [C, H, W] -> each window's sum divided by
+/// divisor_override, else its size within the padded input (count_include_pad), else the number of
+/// input elements in it; a window wholly in the padding gives 0   (node AvgPool2DBackward)
+Tensor avg_pool2d(const Tensor& x, ExpandingArray<2> kernel_size, const AvgPool2dFuncOptions& options = {});
+
+/// torch.nn.functional.adaptive_avg_pool2d: x [N, C, H, W] or [C, H, W] -> [..., oH, oW], output
+/// (i, j) the mean of rows ⌊i·H/oH⌋ … ⌈(i+1)·H/oH⌉ − 1 and likewise columns; output sizes ≥ 0
+/// (node AdaptiveAvgPool2DBackward)
+Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray<2> output_size);
+
+/// torch.nn.functional.adaptive_max_pool2d: the maximum of adaptive_avg_pool2d's windows
+/// (node AdaptiveMaxPool2DBackward)
+Tensor adaptive_max_pool2d(const Tensor& x, ExpandingArray<2> output_size);
+
+/// adaptive_max_pool2d with return_indices=True: {values, int64 indices h·W + w in the input plane}.
+std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, ExpandingArray<2> output_size);
+
 }  // namespace functional
 
 /// The options of nn.MaxPool2d beyond kernel_size: `MaxPool2d(3, {.stride = 2, .padding = 1})`.
@@ -64,6 +90,41 @@ class MaxPool2d : public Module {
   std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);  ///< {values, int64 indices}
   ExpandingArray<2> kernel_size;  ///< the window's extent (kH, kW)
   MaxPool2dOptions options;       ///< stride, padding, dilation, ceil_mode
+};
+
+/// The options of nn.AvgPool2d beyond kernel_size: `AvgPool2d(3, {.stride = 2, .count_include_pad = false})`.
+struct AvgPool2dOptions {
+  std::optional<ExpandingArray<2>> stride;  ///< unset: kernel_size
+  ExpandingArray<2> padding = 0;            ///< implicit zeros at each side, ≤ kernel_size / 2
+  bool ceil_mode = false;                   ///< round the output size up
+  bool count_include_pad = true;            ///< divide by the window's size counting the padding
+  std::optional<int64_t> divisor_override;  ///< divide by this instead (≠ 0)
+};
+
+/// nn.AvgPool2d: F::avg_pool2d with its options.
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(ExpandingArray<2> kernel_size, const AvgPool2dOptions& options = {});  ///< torch's arguments
+  Tensor forward(const Tensor& x) override;  ///< x: [N, C, H, W] or [C, H, W]
+  ExpandingArray<2> kernel_size;             ///< the window's extent (kH, kW)
+  AvgPool2dOptions options;                  ///< stride, padding, ceil_mode, count_include_pad, divisor_override
+};
+
+/// nn.AdaptiveAvgPool2d: F::adaptive_avg_pool2d to output_size (`AdaptiveAvgPool2d(1)`: global average).
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(ExpandingArray<2> output_size);  ///< (oH, oW), or one size for both
+  Tensor forward(const Tensor& x) override;                   ///< x: [N, C, H, W] or [C, H, W]
+  ExpandingArray<2> output_size;                              ///< (oH, oW)
+};
+
+/// nn.AdaptiveMaxPool2d: F::adaptive_max_pool2d; forward_with_indices is return_indices=True.
+class AdaptiveMaxPool2d : public Module {
+ public:
+  explicit AdaptiveMaxPool2d(ExpandingArray<2> output_size);        ///< (oH, oW), or one size for both
+  Tensor forward(const Tensor& x) override;                         ///< x: [N, C, H, W] or [C, H, W]
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);  ///< {values, int64 indices}
+  ExpandingArray<2> output_size;                                    ///< (oH, oW)
 };
 
 }  // namespace tg::nn
