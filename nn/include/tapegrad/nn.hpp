@@ -31,3 +31,4 @@
 #include "tapegrad/nn/sequential.hpp"
 #include "tapegrad/nn/softmax.hpp"
 #include "tapegrad/nn/transformer.hpp"
+#include "tapegrad/nn/upsampling.hpp"
