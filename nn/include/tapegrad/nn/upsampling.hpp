@@ -27,16 +27,16 @@ namespace functional {
 /// The arguments of torch.nn.functional.interpolate beyond the input; exactly one of size and
 /// scale_factor must be given, with one value (for every spatial dim) or one per spatial dim.
 struct InterpolateFuncOptions {
-  std::optional<std::vector<int64_t>> size;        ///< the output's spatial sizes (each > 0)
-  std::optional<std::vector<double>> scale_factor;  ///< output size ⌊in · scale⌋ (each > 0)
+  std::optional<std::vector<int64_t>> size = std::nullopt;        ///< the output's spatial sizes (each > 0)
+  std::optional<std::vector<double>> scale_factor = std::nullopt;  ///< output size ⌊in · scale⌋ (each > 0)
   /// "nearest" (input [N, C, W] or [N, C, H, W]) or "bilinear" ([N, C, H, W]).
   std::string mode = "nearest";
   /// bilinear only (unset means false): true maps the corner pixels' centres onto each other,
   /// false (torch's default) maps the corners of the pixel grids (half-pixel centres).
-  std::optional<bool> align_corners;
+  std::optional<bool> align_corners = std::nullopt;
   /// With scale_factor: true computes the output size and then forgets the factor (the
   /// coordinates follow the sizes); unset or false uses 1/scale_factor for the coordinates.
-  std::optional<bool> recompute_scale_factor;
+  std::optional<bool> recompute_scale_factor = std::nullopt;
 };
 
 /// torch.nn.functional.interpolate, modes nearest and bilinear: input [N, C, W] or [N, C, H, W]
@@ -49,10 +49,10 @@ Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& options = 
 
 /// The options of nn.Upsample: as InterpolateFuncOptions without recompute_scale_factor.
 struct UpsampleOptions {
-  std::optional<std::vector<int64_t>> size;        ///< the output's spatial sizes
-  std::optional<std::vector<double>> scale_factor;  ///< or the factor per spatial dim
+  std::optional<std::vector<int64_t>> size = std::nullopt;        ///< the output's spatial sizes
+  std::optional<std::vector<double>> scale_factor = std::nullopt;  ///< or the factor per spatial dim
   std::string mode = "nearest";                     ///< "nearest" or "bilinear"
-  std::optional<bool> align_corners;                ///< bilinear only; unset means false
+  std::optional<bool> align_corners = std::nullopt;                ///< bilinear only; unset means false
 };
 
 /// nn.Upsample: F::interpolate with its options.
