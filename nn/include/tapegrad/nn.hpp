@@ -34,3 +34,4 @@
 #include "tapegrad/nn/sequential.hpp"
 #include "tapegrad/nn/softmax.hpp"
 #include "tapegrad/nn/transformer.hpp"
+#include "tapegrad/nn/upsampling.hpp"

@@ -49,6 +49,7 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const PadFuncOption
 /// on every side, as torch's padding argument of the 2-D padding modules.
 class PaddingSize2d {
  public:
+  /// The same size on all four sides.
   PaddingSize2d(int64_t p) : values_{p, p, p, p} {}  // NOLINT(google-explicit-constructor): `ZeroPad2d(1)` as torch
   /// {left, right, top, bottom}; any other count is a tg::Error.
   PaddingSize2d(std::initializer_list<int64_t> p) : PaddingSize2d(std::vector<int64_t>(p)) {}

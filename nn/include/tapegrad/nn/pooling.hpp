@@ -31,7 +31,7 @@ namespace functional {
 
 /// The options of torch.nn.functional.max_pool2d beyond the input and kernel_size.
 struct MaxPool2dFuncOptions {
-  std::optional<ExpandingArray<2>> stride;  ///< unset: kernel_size (torch's stride=None)
+  std::optional<ExpandingArray<2>> stride = std::nullopt;  ///< unset: kernel_size (torch's stride=None)
   ExpandingArray<2> padding = 0;            ///< implicit −∞ at each side, ≤ kernel_size / 2
   ExpandingArray<2> dilation = 1;           ///< spacing between the window's elements
   bool ceil_mode = false;                   ///< round the output size up (a last partial window)
@@ -48,11 +48,11 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, ExpandingArra
 
 /// The options of torch.nn.functional.avg_pool2d beyond the input and kernel_size.
 struct AvgPool2dFuncOptions {
-  std::optional<ExpandingArray<2>> stride;  ///< unset: kernel_size (torch's stride=None)
+  std::optional<ExpandingArray<2>> stride = std::nullopt;  ///< unset: kernel_size (torch's stride=None)
   ExpandingArray<2> padding = 0;            ///< implicit zeros at each side, ≤ kernel_size / 2
   bool ceil_mode = false;                   ///< round the output size up (a last partial window)
   bool count_include_pad = true;            ///< divide by the window's size counting the padding
-  std::optional<int64_t> divisor_override;  ///< divide every window's sum by this instead (≠ 0)
+  std::optional<int64_t> divisor_override = std::nullopt;  ///< divide every window's sum by this instead (≠ 0)
 };
 
 /// torch.nn.functional.avg_pool2d: x [N, C, H, W] or [C, H, W] -> each window's sum divided by
@@ -76,7 +76,7 @@ std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Expa
 
 /// The options of nn.MaxPool2d beyond kernel_size: `MaxPool2d(3, {.stride = 2, .padding = 1})`.
 struct MaxPool2dOptions {
-  std::optional<ExpandingArray<2>> stride;  ///< unset: kernel_size
+  std::optional<ExpandingArray<2>> stride = std::nullopt;  ///< unset: kernel_size
   ExpandingArray<2> padding = 0;            ///< implicit −∞ at each side, ≤ kernel_size / 2
   ExpandingArray<2> dilation = 1;           ///< spacing between the window's elements
   bool ceil_mode = false;                   ///< round the output size up
@@ -94,11 +94,11 @@ class MaxPool2d : public Module {
 
 /// The options of nn.AvgPool2d beyond kernel_size: `AvgPool2d(3, {.stride = 2, .count_include_pad = false})`.
 struct AvgPool2dOptions {
-  std::optional<ExpandingArray<2>> stride;  ///< unset: kernel_size
+  std::optional<ExpandingArray<2>> stride = std::nullopt;  ///< unset: kernel_size
   ExpandingArray<2> padding = 0;            ///< implicit zeros at each side, ≤ kernel_size / 2
   bool ceil_mode = false;                   ///< round the output size up
   bool count_include_pad = true;            ///< divide by the window's size counting the padding
-  std::optional<int64_t> divisor_override;  ///< divide by this instead (≠ 0)
+  std::optional<int64_t> divisor_override = std::nullopt;  ///< divide by this instead (≠ 0)
 };
 
 /// nn.AvgPool2d: F::avg_pool2d with its options.
