@@ -136,7 +136,13 @@ TEST_CASE("conv2d over several tiles and chunks matches the naive loop", "[conv]
   // image is three tiles (boundaries inside output rows), and grad weight sums 10 pieces.
   const NaiveConv s = GENERATE(NaiveConv{2, 64, 17, 19, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 17, 19},
                                NaiveConv{3, 64, 20, 21, 6, 3, 3, 2, 1, 2, 0, 2, 1, 2, 10, 19},
-                               NaiveConv{1, 128, 12, 13, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, 12, 13});
+                               NaiveConv{1, 128, 12, 13, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, 12, 13},
+                               // Stride 1 with W_out = W (taps as shifted copies of the image):
+                               // whole small images per tile, the centre tap stored first; a
+                               // dilated "same" one; H_out < H (no centre tap) with two groups.
+                               NaiveConv{5, 3, 6, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 7},
+                               NaiveConv{2, 5, 10, 9, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 10, 9},
+                               NaiveConv{2, 4, 9, 11, 6, 3, 5, 1, 1, 0, 2, 1, 1, 2, 7, 11});
   CAPTURE(s.C_in, s.sh, s.groups);
   tg::manual_seed(3);
   Tensor x = randn_leaf({s.N, s.C_in, s.H, s.W}, tg::kFloat64);
