@@ -37,6 +37,8 @@ namespace {
 
 // The column buffer of one tile: about a typical L2 (1 MiB), so that the GEMM runs wide.
 constexpr int64_t kColumnBytes = int64_t{1} << 20;
+// Pixel ranges of large images come in multiples of this many pixels.
+constexpr int64_t kPixelMultiple = 64;
 // Grad weight's partial sums: at most this many slots of the weight's size.
 constexpr int64_t kWeightChunks = 16;
 
@@ -78,7 +80,8 @@ Tiling tiling_of(const Conv2dShape& s) {
     t.tiles = ceil_div(s.N, t.images_per_tile);
   } else {
     t.images_per_tile = 1;
-    t.pixels_per_tile = std::min(budget, t.P);
+    // A multiple of 64 pixels: whole micro-panels of the GEMM's kernels (32 or 16 wide), no edge tiles.
+    t.pixels_per_tile = std::min(budget >= 2 * kPixelMultiple ? budget / kPixelMultiple * kPixelMultiple : budget, t.P);
     t.tiles_per_image = ceil_div(t.P, t.pixels_per_tile);
     t.tiles = s.N * t.tiles_per_image;
   }
