@@ -443,13 +443,15 @@ void conv_backward_weight(const Conv2dShape& s, const T* x, const T* grad_y, T* 
   }
   const bool direct = col_is_input(s);
   const int64_t per_chunk = ceil_div(t.tiles, kWeightChunks), chunks = ceil_div(t.tiles, per_chunk);
-  // Slot 0 is grad_w itself; slots 1.. are partial sums, added to it in chunk order afterwards.
-  std::vector<T> partials(static_cast<size_t>((chunks - 1) * weight_size));
+  // Each chunk sums its tiles into its own slot, transposed: per group [Kg, Cog] = col · grad_yᵀ.
+  // (Cog is typically a multiple of 16 or 32 and Kg = 9·Cig of 12, 14 or 16, so in this orientation
+  // the GEMM's micro-tiles cover both sides without padded edge tiles.)
+  std::vector<T> partials(static_cast<size_t>(chunks * weight_size));
   parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
     T* col = direct ? nullptr : scratch<T, 0>(t.Kg * t.images_per_tile * t.pixels_per_tile);
     T* gathered = t.images_per_tile > 1 ? scratch<T, 1>(Cog * t.images_per_tile * t.P) : nullptr;
     for (int64_t chunk = begin; chunk < end; ++chunk) {
-      T* slot = chunk == 0 ? grad_w : partials.data() + (chunk - 1) * weight_size;
+      T* slot = partials.data() + chunk * weight_size;
       const int64_t first = chunk * per_chunk, last = std::min(t.tiles, first + per_chunk);
       for (int64_t index = first; index < last; ++index) {
         const Tile tile = tile_of(t, s.N, index);
@@ -457,21 +459,23 @@ void conv_backward_weight(const Conv2dShape& s, const T* x, const T* grad_y, T* 
           int64_t lda, ldb;
           const T* A = gather_rows(grad_y, s.C_out, g * Cog, Cog, t.P, tile, gathered, lda);
           const T* B = columns(s, t, tile, x, g, direct, col, ldb);
-          // slot_g[Cog, Kg] (+)= grad_y tile · colᵀ
-          gemm_on_calling_thread<T>(false, true, Cog, t.Kg, tile.width(), A, lda, B, ldb, slot + g * Cog * t.Kg, t.Kg,
+          // slot_g[Kg, Cog] (+)= col · grad_y tileᵀ
+          gemm_on_calling_thread<T>(false, true, t.Kg, Cog, tile.width(), B, ldb, A, lda, slot + g * Cog * t.Kg, Cog,
                                     /*accumulate=*/index != first);
         }
       }
     }
   });
-  // grad_w = slot 0 + slot 1 + ... in chunk order, element by element.
-  if (chunks > 1)
-    parallel_for(weight_size, kElementwiseGrain, [&](int64_t i0, int64_t i1) {
-      for (int64_t chunk = 1; chunk < chunks; ++chunk) {
-        const T* slot = partials.data() + (chunk - 1) * weight_size;
-        for (int64_t i = i0; i < i1; ++i) grad_w[i] += slot[i];
-      }
-    });
+  // grad_w[g, o, k] = slot 0 + slot 1 + ... in chunk order, each slot read transposed.
+  parallel_for(weight_size, kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t g = i / (Cog * t.Kg), o = i / t.Kg % Cog, k = i % t.Kg;
+      const T* element = partials.data() + g * Cog * t.Kg + k * Cog + o;
+      T sum = element[0];
+      for (int64_t chunk = 1; chunk < chunks; ++chunk) sum += element[chunk * weight_size];
+      grad_w[i] = sum;
+    }
+  });
 }
 
 }  // namespace
