@@ -466,14 +466,18 @@ void conv_backward_weight(const Conv2dShape& s, const T* x, const T* grad_y, T* 
       }
     }
   });
-  // grad_w[g, o, k] = slot 0 + slot 1 + ... in chunk order, each slot read transposed.
-  parallel_for(weight_size, kElementwiseGrain, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t g = i / (Cog * t.Kg), o = i / t.Kg % Cog, k = i % t.Kg;
-      const T* element = partials.data() + g * Cog * t.Kg + k * Cog + o;
-      T sum = element[0];
-      for (int64_t chunk = 1; chunk < chunks; ++chunk) sum += element[chunk * weight_size];
-      grad_w[i] = sum;
+  // grad_w[g, o, k] = slot 0 + slot 1 + ... in chunk order, each slot read transposed; in parallel
+  // over the rows (g, o) of grad_w, each element's sum in the same order.
+  parallel_for(s.C_out, ceil_div(kElementwiseGrain, t.Kg), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t g = r / Cog, o = r % Cog;
+      T* row = grad_w + r * t.Kg;
+      const T* slot = partials.data() + g * Cog * t.Kg + o;  // slot[k·Cog] = element (k, o)
+      for (int64_t k = 0; k < t.Kg; ++k) row[k] = slot[k * Cog];
+      for (int64_t chunk = 1; chunk < chunks; ++chunk) {
+        slot += weight_size;
+        for (int64_t k = 0; k < t.Kg; ++k) row[k] += slot[k * Cog];
+      }
     }
   });
 }
