@@ -230,13 +230,16 @@ TEST_CASE("conv gradients pass gradcheck and gradgradcheck in float64", "[conv][
 
 TEST_CASE("conv2d forward and backward are bitwise identical for 1, 2, 3 and 8 threads", "[conv][threads]") {
   const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64);
+  // Stride 2 (per-row im2col), and stride 1 (taps as shifted copies, the centre tap stored first).
+  const int64_t stride_h = GENERATE(2, 1);
+  CAPTURE(stride_h);
   tg::manual_seed(5);
   const Tensor x0 = tg::randn({20, 32, 15, 14}, dtype), w0 = tg::randn({16, 32, 3, 3}, dtype),
                b0 = tg::randn({16}, dtype);
-  const Tensor dy = tg::randn({20, 16, 8, 14}, dtype);
+  const Tensor dy = tg::randn({20, 16, stride_h == 2 ? 8 : 15, 14}, dtype);
   auto run = [&] {
     Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
-    Tensor y = F::conv2d(x, w, {.bias = b, .stride = {2, 1}, .padding = 1});
+    Tensor y = F::conv2d(x, w, {.bias = b, .stride = {stride_h, 1}, .padding = 1});
     y.backward(dy);
     return std::vector<std::pair<std::string, std::vector<unsigned char>>>{
         {"y", bytes(y)}, {"dx", bytes(x.grad())}, {"dw", bytes(w.grad())}, {"db", bytes(b.grad())}};
