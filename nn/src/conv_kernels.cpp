@@ -37,6 +37,8 @@ namespace {
 
 // The column buffer of one tile: about a typical L2 (1 MiB), so that the GEMM runs wide.
 constexpr int64_t kColumnBytes = int64_t{1} << 20;
+// Pixel ranges of large images come in multiples of this many pixels.
+constexpr int64_t kPixelMultiple = 64;
 // Grad weight's partial sums: at most this many slots of the weight's size.
 constexpr int64_t kWeightChunks = 16;
 
@@ -78,7 +80,8 @@ Tiling tiling_of(const Conv2dShape& s) {
     t.tiles = ceil_div(s.N, t.images_per_tile);
   } else {
     t.images_per_tile = 1;
-    t.pixels_per_tile = std::min(budget, t.P);
+    // A multiple of 64 pixels: whole micro-panels of the GEMM's kernels (32 or 16 wide), no edge tiles.
+    t.pixels_per_tile = std::min(budget >= 2 * kPixelMultiple ? budget / kPixelMultiple * kPixelMultiple : budget, t.P);
     t.tiles_per_image = ceil_div(t.P, t.pixels_per_tile);
     t.tiles = s.N * t.tiles_per_image;
   }
@@ -121,10 +124,113 @@ inline void for_each_row_segment(const Conv2dShape& s, int64_t p0, int64_t p1, i
   }
 }
 
+// At stride 1 with W_out == W, output pixel q = oh·W + ow of tap (kh, kw) reads x[q + shift] with
+// one shift for the whole tap, wherever it reads inside the image: a column row is a shifted copy
+// of x's channel with the padding reads zeroed (a few columns per output row, and whole rows at
+// the top and bottom), so im2col and col2im run as long contiguous loops even for small images.
+inline bool shifted_taps(const Conv2dShape& s) { return s.stride_h == 1 && s.stride_w == 1 && s.W_out == s.W; }
+
+// For tap (kh, kw) of a shifted_taps shape: the shift, and the pixels [q_lo, q_hi) (within
+// [p0, p1)) whose input row lies inside the image.
+struct ShiftedTap {
+  int64_t shift, q_lo, q_hi;
+};
+inline ShiftedTap shifted_tap(const Conv2dShape& s, int64_t kh, int64_t kw, int64_t p0, int64_t p1) {
+  const int64_t row_offset = kh * s.dilation_h - s.pad_h;  // ih = oh + row_offset
+  const int64_t oh_lo = std::clamp<int64_t>(-row_offset, 0, s.H_out);
+  const int64_t oh_hi = std::clamp<int64_t>(s.H - row_offset, oh_lo, s.H_out);
+  return {row_offset * s.W + kw * s.dilation_w - s.pad_w, std::clamp(oh_lo * s.W, p0, p1),
+          std::clamp(oh_hi * s.W, p0, p1)};
+}
+
+// Calls zero(q) for the pixels q in [q_lo, q_hi) whose input column ow + kw·d_w − pad_w lies
+// outside [0, W) (columns [0, lo) and [hi, W) of each output row).
+template <typename Zero>
+inline void for_padding_columns(const Conv2dShape& s, int64_t kw, int64_t q_lo, int64_t q_hi, const Zero& zero) {
+  if (q_lo >= q_hi) return;
+  int64_t lo, hi;
+  valid_columns(s, kw, lo, hi);
+  if (lo == 0 && hi == s.W) return;
+  for (int64_t oh = q_lo / s.W; oh * s.W < q_hi; ++oh) {
+    const int64_t begin = oh * s.W;
+    for (int64_t ow = 0; ow < lo; ++ow)
+      if (begin + ow >= q_lo && begin + ow < q_hi) zero(begin + ow);
+    for (int64_t ow = hi; ow < s.W; ++ow)
+      if (begin + ow >= q_lo && begin + ow < q_hi) zero(begin + ow);
+  }
+}
+
+// im2col for shifted_taps shapes: col row (c, kh, kw)[q − p0] = x_c[q + shift], 0 for padding reads.
+template <typename T>
+void im2col_shifted(const Conv2dShape& s, const T* x_group, int64_t Cig, int64_t p0, int64_t p1, T* col, int64_t ld) {
+  const int64_t image = s.H * s.W;
+  for (int64_t c = 0; c < Cig; ++c) {
+    const T* x_channel = x_group + c * image;
+    for (int64_t kh = 0; kh < s.kH; ++kh) {
+      for (int64_t kw = 0; kw < s.kW; ++kw) {
+        T* row = col + ((c * s.kH + kh) * s.kW + kw) * ld - p0;  // row[q], q in [p0, p1)
+        const ShiftedTap tap = shifted_tap(s, kh, kw, p0, p1);
+        // Inside the valid rows, reads outside the channel are padding columns: zeroed below.
+        const int64_t q0 = std::clamp(-tap.shift, tap.q_lo, tap.q_hi);
+        const int64_t q1 = std::clamp(image - tap.shift, q0, tap.q_hi);
+        for (int64_t q = p0; q < q0; ++q) row[q] = T(0);
+        const T* src = x_channel + tap.shift;
+        for (int64_t q = q0; q < q1; ++q) row[q] = src[q];
+        for (int64_t q = q1; q < p1; ++q) row[q] = T(0);
+        for_padding_columns(s, kw, q0, q1, [&](int64_t q) { row[q] = T(0); });
+      }
+    }
+  }
+}
+
+// col2im_add for shifted_taps shapes: grad_x_c[q + shift] += col row (c, kh, kw)[q − p0] over the
+// reads inside the image. The padding columns of `col` are zeroed first (so that one contiguous loop
+// adds the rest), hence col is scratch. With `overwrite` (a whole image whose centre tap reads every
+// pixel once: ih = oh, iw = ow) the centre tap's row is stored rather than added, and grad_x needs
+// no zero-fill beforehand.
+template <typename T>
+void col2im_add_shifted(const Conv2dShape& s, T* col, int64_t Cig, int64_t p0, int64_t p1, T* grad_x_group,
+                        int64_t ld, int64_t centre) {
+  const int64_t image = s.H * s.W;
+  const int64_t taps = s.kH * s.kW;
+  for (int64_t c = 0; c < Cig; ++c) {
+    T* gx_channel = grad_x_group + c * image;
+    if (centre >= 0) {
+      const T* row = col + (c * taps + centre) * ld;
+      for (int64_t q = 0; q < image; ++q) gx_channel[q] = row[q];
+    }
+    for (int64_t kh = 0; kh < s.kH; ++kh) {
+      for (int64_t kw = 0; kw < s.kW; ++kw) {
+        if (kh * s.kW + kw == centre) continue;
+        T* row = col + (c * taps + kh * s.kW + kw) * ld - p0;
+        const ShiftedTap tap = shifted_tap(s, kh, kw, p0, p1);
+        const int64_t q0 = std::clamp(-tap.shift, tap.q_lo, tap.q_hi);
+        const int64_t q1 = std::clamp(image - tap.shift, q0, tap.q_hi);
+        for_padding_columns(s, kw, q0, q1, [&](int64_t q) { row[q] = T(0); });
+        T* dst = gx_channel + tap.shift;
+        for (int64_t q = q0; q < q1; ++q) dst[q] += row[q];
+      }
+    }
+  }
+}
+
+// The tap that reads every pixel of the image exactly once (ih = oh, iw = ow, so H_out = H,
+// W_out = W at stride 1), or −1: with it, a whole image's col2im stores that tap first.
+inline int64_t centre_tap(const Conv2dShape& s) {
+  if (!shifted_taps(s) || s.H_out != s.H) return -1;
+  if (s.pad_h % s.dilation_h != 0 || s.pad_w % s.dilation_w != 0) return -1;
+  const int64_t kh = s.pad_h / s.dilation_h, kw = s.pad_w / s.dilation_w;
+  return kh < s.kH && kw < s.kW ? kh * s.kW + kw : -1;
+}
+
 // col[Kg, p1 − p0] (row stride ld) = the column matrix of one group of one image over the pixels
 // [p0, p1), x_group: [Cig, H, W].
 template <typename T>
 void im2col(const Conv2dShape& s, const T* x_group, int64_t Cig, int64_t p0, int64_t p1, T* col, int64_t ld) {
+  if (shifted_taps(s)) {
+    im2col_shifted(s, x_group, Cig, p0, p1, col, ld);
+    return;
+  }
   const int64_t width = ld;
   for (int64_t c = 0; c < Cig; ++c) {
     const T* x_channel = x_group + c * s.H * s.W;
@@ -258,9 +364,10 @@ void conv_forward(const Conv2dShape& s, const T* x, const T* w, const T* bias, T
 }
 
 // grad_x of the images of one tile (+= for a tile of part of an image, whose neighbours add too).
+// centre ≥ 0 (a tile of whole images, grad_x not zero-filled): col2im stores that tap first.
 template <typename T>
 void backward_input_tile(const Conv2dShape& s, const Tiling& t, const Tile& tile, const T* grad_y, const T* w,
-                         T* grad_x, bool direct, T* col, T* gathered) {
+                         T* grad_x, bool direct, T* col, T* gathered, int64_t centre) {
   const int64_t Cig = s.C_in / s.groups, Cog = s.C_out / s.groups;
   for (int64_t g = 0; g < s.groups; ++g) {
     int64_t lda;
@@ -274,9 +381,14 @@ void backward_input_tile(const Conv2dShape& s, const Tiling& t, const Tile& tile
     // col' = W_gᵀ · grad_y tile, then added back to the input pixels it came from.
     gemm_on_calling_thread<T>(true, false, t.Kg, tile.width(), Cog, w + g * Cog * t.Kg, t.Kg, A, lda, col,
                               tile.width(), false);
-    for (int64_t n = tile.n0; n < tile.n1; ++n)
-      col2im_add(s, col + (n - tile.n0) * tile.pixels(), Cig, tile.p0, tile.p1,
-                 grad_x + (n * s.C_in + g * Cig) * s.H * s.W, tile.width());
+    for (int64_t n = tile.n0; n < tile.n1; ++n) {
+      T* image_col = col + (n - tile.n0) * tile.pixels();
+      T* image_grad = grad_x + (n * s.C_in + g * Cig) * s.H * s.W;
+      if (shifted_taps(s))
+        col2im_add_shifted(s, image_col, Cig, tile.p0, tile.p1, image_grad, tile.width(), centre);
+      else
+        col2im_add(s, image_col, Cig, tile.p0, tile.p1, image_grad, tile.width());
+    }
   }
 }
 
@@ -296,13 +408,14 @@ void conv_backward_input(const Conv2dShape& s, const T* grad_y, const T* w, T* g
   };
   if (direct || t.tiles_per_image == 1) {
     // Tiles write disjoint parts of grad_x: in parallel over tiles.
+    const int64_t centre = direct ? -1 : centre_tap(s);
     parallel_for(t.tiles, 1, [&](int64_t begin, int64_t end) {
       T *col, *gathered;
       buffers(col, gathered);
       for (int64_t index = begin; index < end; ++index) {
         const Tile tile = tile_of(t, s.N, index);
-        if (!direct) std::fill(grad_x + tile.n0 * image, grad_x + tile.n1 * image, T(0));
-        backward_input_tile(s, t, tile, grad_y, w, grad_x, direct, col, gathered);
+        if (!direct && centre < 0) std::fill(grad_x + tile.n0 * image, grad_x + tile.n1 * image, T(0));
+        backward_input_tile(s, t, tile, grad_y, w, grad_x, direct, col, gathered, centre);
       }
     });
     return;
@@ -314,7 +427,7 @@ void conv_backward_input(const Conv2dShape& s, const T* grad_y, const T* w, T* g
     for (int64_t n = begin; n < end; ++n) {
       std::fill(grad_x + n * image, grad_x + (n + 1) * image, T(0));
       for (int64_t index = n * t.tiles_per_image; index < (n + 1) * t.tiles_per_image; ++index)
-        backward_input_tile(s, t, tile_of(t, s.N, index), grad_y, w, grad_x, direct, col, gathered);
+        backward_input_tile(s, t, tile_of(t, s.N, index), grad_y, w, grad_x, direct, col, gathered, int64_t{-1});
     }
   });
 }
@@ -330,13 +443,15 @@ void conv_backward_weight(const Conv2dShape& s, const T* x, const T* grad_y, T* 
   }
   const bool direct = col_is_input(s);
   const int64_t per_chunk = ceil_div(t.tiles, kWeightChunks), chunks = ceil_div(t.tiles, per_chunk);
-  // Slot 0 is grad_w itself; slots 1.. are partial sums, added to it in chunk order afterwards.
-  std::vector<T> partials(static_cast<size_t>((chunks - 1) * weight_size));
+  // Each chunk sums its tiles into its own slot, transposed: per group [Kg, Cog] = col · grad_yᵀ.
+  // (Cog is typically a multiple of 16 or 32 and Kg = 9·Cig of 12, 14 or 16, so in this orientation
+  // the GEMM's micro-tiles cover both sides without padded edge tiles.)
+  std::vector<T> partials(static_cast<size_t>(chunks * weight_size));
   parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
     T* col = direct ? nullptr : scratch<T, 0>(t.Kg * t.images_per_tile * t.pixels_per_tile);
     T* gathered = t.images_per_tile > 1 ? scratch<T, 1>(Cog * t.images_per_tile * t.P) : nullptr;
     for (int64_t chunk = begin; chunk < end; ++chunk) {
-      T* slot = chunk == 0 ? grad_w : partials.data() + (chunk - 1) * weight_size;
+      T* slot = partials.data() + chunk * weight_size;
       const int64_t first = chunk * per_chunk, last = std::min(t.tiles, first + per_chunk);
       for (int64_t index = first; index < last; ++index) {
         const Tile tile = tile_of(t, s.N, index);
@@ -344,21 +459,27 @@ void conv_backward_weight(const Conv2dShape& s, const T* x, const T* grad_y, T* 
           int64_t lda, ldb;
           const T* A = gather_rows(grad_y, s.C_out, g * Cog, Cog, t.P, tile, gathered, lda);
           const T* B = columns(s, t, tile, x, g, direct, col, ldb);
-          // slot_g[Cog, Kg] (+)= grad_y tile · colᵀ
-          gemm_on_calling_thread<T>(false, true, Cog, t.Kg, tile.width(), A, lda, B, ldb, slot + g * Cog * t.Kg, t.Kg,
+          // slot_g[Kg, Cog] (+)= col · grad_y tileᵀ
+          gemm_on_calling_thread<T>(false, true, t.Kg, Cog, tile.width(), B, ldb, A, lda, slot + g * Cog * t.Kg, Cog,
                                     /*accumulate=*/index != first);
         }
       }
     }
   });
-  // grad_w = slot 0 + slot 1 + ... in chunk order, element by element.
-  if (chunks > 1)
-    parallel_for(weight_size, kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+  // grad_w[g, o, k] = slot 0 + slot 1 + ... in chunk order, each slot read transposed; in parallel
+  // over the rows (g, o) of grad_w, each element's sum in the same order.
+  parallel_for(s.C_out, ceil_div(kElementwiseGrain, t.Kg), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t g = r / Cog, o = r % Cog;
+      T* row = grad_w + r * t.Kg;
+      const T* slot = partials.data() + g * Cog * t.Kg + o;  // slot[k·Cog] = element (k, o)
+      for (int64_t k = 0; k < t.Kg; ++k) row[k] = slot[k * Cog];
       for (int64_t chunk = 1; chunk < chunks; ++chunk) {
-        const T* slot = partials.data() + (chunk - 1) * weight_size;
-        for (int64_t i = i0; i < i1; ++i) grad_w[i] += slot[i];
+        slot += weight_size;
+        for (int64_t k = 0; k < t.Kg; ++k) row[k] += slot[k * Cog];
       }
-    });
+    }
+  });
 }
 
 }  // namespace

@@ -136,7 +136,13 @@ TEST_CASE("conv2d over several tiles and chunks matches the naive loop", "[conv]
   // image is three tiles (boundaries inside output rows), and grad weight sums 10 pieces.
   const NaiveConv s = GENERATE(NaiveConv{2, 64, 17, 19, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 17, 19},
                                NaiveConv{3, 64, 20, 21, 6, 3, 3, 2, 1, 2, 0, 2, 1, 2, 10, 19},
-                               NaiveConv{1, 128, 12, 13, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, 12, 13});
+                               NaiveConv{1, 128, 12, 13, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, 12, 13},
+                               // Stride 1 with W_out = W (taps as shifted copies of the image):
+                               // whole small images per tile, the centre tap stored first; a
+                               // dilated "same" one; H_out < H (no centre tap) with two groups.
+                               NaiveConv{5, 3, 6, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 6, 7},
+                               NaiveConv{2, 5, 10, 9, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 10, 9},
+                               NaiveConv{2, 4, 9, 11, 6, 3, 5, 1, 1, 0, 2, 1, 1, 2, 7, 11});
   CAPTURE(s.C_in, s.sh, s.groups);
   tg::manual_seed(3);
   Tensor x = randn_leaf({s.N, s.C_in, s.H, s.W}, tg::kFloat64);
@@ -224,13 +230,16 @@ TEST_CASE("conv gradients pass gradcheck and gradgradcheck in float64", "[conv][
 
 TEST_CASE("conv2d forward and backward are bitwise identical for 1, 2, 3 and 8 threads", "[conv][threads]") {
   const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64);
+  // Stride 2 (per-row im2col), and stride 1 (taps as shifted copies, the centre tap stored first).
+  const int64_t stride_h = GENERATE(2, 1);
+  CAPTURE(stride_h);
   tg::manual_seed(5);
   const Tensor x0 = tg::randn({20, 32, 15, 14}, dtype), w0 = tg::randn({16, 32, 3, 3}, dtype),
                b0 = tg::randn({16}, dtype);
-  const Tensor dy = tg::randn({20, 16, 8, 14}, dtype);
+  const Tensor dy = tg::randn({20, 16, stride_h == 2 ? 8 : 15, 14}, dtype);
   auto run = [&] {
     Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
-    Tensor y = F::conv2d(x, w, {.bias = b, .stride = {2, 1}, .padding = 1});
+    Tensor y = F::conv2d(x, w, {.bias = b, .stride = {stride_h, 1}, .padding = 1});
     y.backward(dy);
     return std::vector<std::pair<std::string, std::vector<unsigned char>>>{
         {"y", bytes(y)}, {"dx", bytes(x.grad())}, {"dw", bytes(w.grad())}, {"db", bytes(b.grad())}};
