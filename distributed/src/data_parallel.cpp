@@ -231,33 +231,39 @@ struct DataParallel::State {
 
   // DDP's _sync_buffers: every rank's buffers become rank 0's, in one broadcast. The buffers are
   // looked up again each time (an assignment to a module's member replaces its buffer), and each
-  // rank checks that their layout is the one agreed at construction; a rank whose layout changed
-  // sends an undefined tensor, which makes the broadcast throw on every rank instead of pairing
-  // up the wrong bytes.
+  // rank checks that their layout is still the one agreed at construction. The broadcast itself
+  // is unchecked (its size was agreed then); beside it, in flight at the same time, a sum over the
+  // ranks of one flag per rank tells every rank whose layout changed, so that all of them throw
+  // and none unpacks bytes into the wrong buffers. Two concurrent collectives cost about one round
+  // trip, half of a checked broadcast's two in a row.
   void broadcast_buffers() {
     NoGradGuard no_grad;
     const std::vector<std::pair<std::string, Tensor>> buffers = module->named_buffers();
     const std::string change = buffer_layout_change(buffers);
-    Tensor words = change.empty() ? buffer_words : Tensor();
     const bool root = rank() == 0;
     if (change.empty() && root) {
       for (size_t i = 0; i < buffers.size(); ++i) {
         const BufferSlot& slot = buffer_slots[i];
-        std::memcpy(bytes_of(words) + slot.offset, bytes_of(buffers[i].second), static_cast<size_t>(slot.bytes));
+        std::memcpy(bytes_of(buffer_words) + slot.offset, bytes_of(buffers[i].second), static_cast<size_t>(slot.bytes));
       }
     }
-    try {
-      broadcast(words, 0);
-    } catch (const Error& error) {
-      throw Error(tg::detail::concat(kOp, ": the module's buffers must keep the names, shapes and dtypes they had when "
-                                     "the wrapper was made (a rank whose buffers changed takes part with an undefined "
-                                     "tensor)", change.empty() ? "" : "; on this rank " + change, ": ", error.what()));
+    Tensor changed = zeros({ranks}, kInt64);
+    changed.mutable_data<int64_t>()[rank()] = change.empty() ? 0 : 1;
+    Work words = detail::broadcast_unchecked(buffer_words, 0, kOp);
+    Work flags = detail::all_reduce_unchecked(changed, ReduceOp::Sum, kOp);
+    words.wait();
+    flags.wait();
+    std::string where;
+    for (int r = 0; r < ranks; ++r) {
+      if (changed.data<int64_t>()[r] != 0) where += tg::detail::concat(where.empty() ? "" : ", ", r);
     }
+    check(where.empty(), kOp, "the module's buffers must keep the names, shapes and dtypes they had when the wrapper "
+          "was made; they changed on rank ", where, change.empty() ? "" : " (here " + change + ")");
     if (root) return;
     for (size_t i = 0; i < buffers.size(); ++i) {
       const BufferSlot& slot = buffer_slots[i];
       // In place, as BatchNorm updates its running statistics: every handle to the buffer sees them.
-      std::memcpy(bytes_of(buffers[i].second), bytes_of(words) + slot.offset, static_cast<size_t>(slot.bytes));
+      std::memcpy(bytes_of(buffers[i].second), bytes_of(buffer_words) + slot.offset, static_cast<size_t>(slot.bytes));
       tg::detail::bump_version(buffers[i].second);
     }
   }

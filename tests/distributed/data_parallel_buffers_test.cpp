@@ -283,13 +283,14 @@ TEST_CASE("DataParallel refuses ranks whose buffers differ, on every rank", "[di
   const Tensor x = ones({2, 4}, kFloat64);
   ddp(x);
   if (last) net.stat = zeros({4}, kFloat64);
-  REQUIRE_TG_ERROR(ddp(x), Catch::Contains("buffers must keep the names, shapes and dtypes"));
+  REQUIRE_TG_ERROR(ddp(x), Catch::Contains("buffers must keep the names, shapes and dtypes") &&
+                               Catch::Contains(tg::detail::concat("they changed on rank ", ranks - 1)));
   if (last) {
-    REQUIRE_TG_ERROR(ddp(x), Catch::Contains("buffer 'stat' was a float64 tensor of shape [3], now 'stat' is a "
-                                             "float64 tensor of shape [4]"));
+    REQUIRE_TG_ERROR(ddp(x), Catch::Contains("(here buffer 'stat' was a float64 tensor of shape [3], now 'stat' is a "
+                                             "float64 tensor of shape [4])"));
   } else {
-    REQUIRE_TG_ERROR(ddp(x), Catch::Contains(tg::detail::concat("rank ", ranks - 1, " calls broadcast from root 0 of an "
-                                                                  "undefined tensor")));
+    REQUIRE_TG_ERROR(ddp(x), Catch::Contains(tg::detail::concat("they changed on rank ", ranks - 1)) &&
+                                 !Catch::Contains("(here"));
   }
   if (last) net.stat = zeros({3}, kFloat64);
   if (first) net.stat.fill_(7.0);
