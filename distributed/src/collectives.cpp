@@ -249,6 +249,10 @@ Work detail::all_reduce_unchecked(Tensor& tensor, ReduceOp op, const char* name)
 Work broadcast_async(Tensor& tensor, int root) {
   const char* name = "tg::dist::broadcast";
   agree(describe_call(Collective::Broadcast, tensor, 0, root, /*in_place=*/true), name);
+  return detail::broadcast_unchecked(tensor, root, name);
+}
+
+Work detail::broadcast_unchecked(Tensor& tensor, int root, const char* name) {
   auto state = std::make_shared<Work::State>();
   state->result = tensor;
   return start(name, state, [&](MPI_Request* request) {

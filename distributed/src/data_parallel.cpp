@@ -41,6 +41,15 @@ struct Bucket {
   std::optional<Work> work{};
 };
 
+// One buffer's bytes in the coalesced broadcast before a forward.
+struct BufferSlot {
+  std::string name;
+  DType dtype = kFloat32;
+  Shape shape{};
+  int64_t offset = 0;  // in bytes, into State::buffer_words
+  int64_t bytes = 0;
+};
+
 int64_t length_of(const Bucket& bucket) { return bucket.gradient_numel + static_cast<int64_t>(bucket.slots.size()); }
 
 std::byte* bytes_of(const Tensor& t) { return static_cast<std::byte*>(tg::detail::impl_of(t)->storage->data); }
@@ -74,6 +83,13 @@ struct DataParallel::State {
   bool pass_started = false;  // a gradient arrived since the last synchronize()
   bool sync_enabled = true;   // false inside no_sync()
   int64_t shards_done = 0;    // exact mode: local shards whose gradients are stored
+  std::vector<BufferSlot> buffer_slots;  // the module's buffers when the wrapper was made
+  // Every buffer's bytes back to back, rounded up to whole int64 words: a broadcast copies bytes,
+  // so one message carries float32, float64 and int64 buffers alike.
+  Tensor buffer_words;
+  // DDP's require_forward_param_sync: the last forward ran with grad mode on and outside no_sync()
+  // (true before the first). Only then does the next forward broadcast the buffers first.
+  bool buffers_due = true;
 
   bool exact() const { return options.exact_shards > 0; }
 
@@ -196,6 +212,62 @@ struct DataParallel::State {
     reset();
   }
 
+  // What changed in the module's buffers since the wrapper was made ("" if nothing): the
+  // coalesced broadcast relies on every rank packing the same layout.
+  std::string buffer_layout_change(const std::vector<std::pair<std::string, Tensor>>& buffers) const {
+    if (buffers.size() != buffer_slots.size()) {
+      return tg::detail::concat("it had ", buffer_slots.size(), " buffers, it has ", buffers.size());
+    }
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const BufferSlot& slot = buffer_slots[i];
+      const auto& [name, buffer] = buffers[i];
+      if (name != slot.name || buffer.dtype() != slot.dtype || buffer.shape() != slot.shape) {
+        return tg::detail::concat("buffer '", slot.name, "' was a ", slot.dtype, " tensor of shape ", slot.shape,
+                                  ", now '", name, "' is a ", buffer.dtype(), " tensor of shape ", buffer.shape());
+      }
+    }
+    return "";
+  }
+
+  // DDP's _sync_buffers: every rank's buffers become rank 0's, in one broadcast. The buffers are
+  // looked up again each time (an assignment to a module's member replaces its buffer), and each
+  // rank checks that their layout is still the one agreed at construction. The broadcast itself
+  // is unchecked (its size was agreed then); beside it, in flight at the same time, a sum over the
+  // ranks of one flag per rank tells every rank whose layout changed, so that all of them throw
+  // and none unpacks bytes into the wrong buffers. Two concurrent collectives cost about one round
+  // trip, half of a checked broadcast's two in a row.
+  void broadcast_buffers() {
+    NoGradGuard no_grad;
+    const std::vector<std::pair<std::string, Tensor>> buffers = module->named_buffers();
+    const std::string change = buffer_layout_change(buffers);
+    const bool root = rank() == 0;
+    if (change.empty() && root) {
+      for (size_t i = 0; i < buffers.size(); ++i) {
+        const BufferSlot& slot = buffer_slots[i];
+        std::memcpy(bytes_of(buffer_words) + slot.offset, bytes_of(buffers[i].second), static_cast<size_t>(slot.bytes));
+      }
+    }
+    Tensor changed = zeros({ranks}, kInt64);
+    changed.mutable_data<int64_t>()[rank()] = change.empty() ? 0 : 1;
+    Work words = detail::broadcast_unchecked(buffer_words, 0, kOp);
+    Work flags = detail::all_reduce_unchecked(changed, ReduceOp::Sum, kOp);
+    words.wait();
+    flags.wait();
+    std::string where;
+    for (int r = 0; r < ranks; ++r) {
+      if (changed.data<int64_t>()[r] != 0) where += tg::detail::concat(where.empty() ? "" : ", ", r);
+    }
+    check(where.empty(), kOp, "the module's buffers must keep the names, shapes and dtypes they had when the wrapper "
+          "was made; they changed on rank ", where, change.empty() ? "" : " (here " + change + ")");
+    if (root) return;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const BufferSlot& slot = buffer_slots[i];
+      // In place, as BatchNorm updates its running statistics: every handle to the buffer sees them.
+      std::memcpy(bytes_of(buffers[i].second), bytes_of(buffer_words) + slot.offset, static_cast<size_t>(slot.bytes));
+      tg::detail::bump_version(buffers[i].second);
+    }
+  }
+
   // Exact mode: every shard's stored gradient from every rank, summed in shard order 0 ... S − 1.
   void synchronize_shards() {
     check(shards_done == local_shards, kOp, "exact mode: synchronize() after ", shards_done, " of this rank's ",
@@ -234,17 +306,22 @@ DataParallel::DataParallel(nn::Module& module, DataParallelOptions options) : st
   s.options = options;
   s.ranks = world_size();
   const std::vector<std::pair<std::string, Tensor>> parameters = module.named_parameters();
-  // The ranks agree on the options and the number of parameters first: otherwise the broadcasts
-  // below would pair up different parameters.
+  const std::vector<std::pair<std::string, Tensor>> buffers = module.named_buffers();
+  // The ranks agree on the options and the number of parameters and buffers first: otherwise the
+  // broadcasts below would pair up different tensors.
   const Tensor settings = tensor({options.bucket_cap_mb, double(options.find_unused_parameters),
-                                  double(options.exact_shards), double(parameters.size())}, {4}, kFloat64);
+                                  double(options.exact_shards), double(options.broadcast_buffers),
+                                  double(parameters.size()), double(buffers.size())}, {6}, kFloat64);
   const Tensor all_settings = all_gather(settings);
+  const auto describe = [](const std::vector<double>& v) {
+    return tg::detail::concat(v[4], " parameters and ", v[5], " buffers with {.bucket_cap_mb = ", v[0],
+                              ", .find_unused_parameters = ", v[1], ", .exact_shards = ", v[2],
+                              ", .broadcast_buffers = ", v[3], "}");
+  };
   for (int r = 1; r < s.ranks; ++r) {
     const std::vector<double> mine = all_settings.index_select(0, tensor({double(r)}, {1}, kInt64)).to_vector<double>();
     const std::vector<double> first = all_settings.index_select(0, tensor({0.0}, {1}, kInt64)).to_vector<double>();
-    check(mine == first, kOp, "the ranks disagree: rank 0 has ", first[3], " parameters with {.bucket_cap_mb = ", first[0],
-          ", .find_unused_parameters = ", first[1], ", .exact_shards = ", first[2], "}, rank ", r, " has ", mine[3],
-          " with {.bucket_cap_mb = ", mine[0], ", .find_unused_parameters = ", mine[1], ", .exact_shards = ", mine[2], "}");
+    check(mine == first, kOp, "the ranks disagree: rank 0 has ", describe(first), ", rank ", r, " has ", describe(mine));
   }
   check(options.bucket_cap_mb > 0, kOp, "expected bucket_cap_mb > 0, got ", options.bucket_cap_mb);
   check(options.exact_shards >= 0 && options.exact_shards % s.ranks == 0, kOp,
@@ -260,7 +337,24 @@ DataParallel::DataParallel(nn::Module& module, DataParallelOptions options) : st
         throw Error(tg::detail::concat(kOp, ": parameter '", name, "' differs between the ranks: ", error.what()));
       }
     }
+    // Buffers too, whatever broadcast_buffers says, as DDP's constructor does.
+    for (const auto& [name, buffer] : buffers) {
+      Tensor values = buffer;
+      try {
+        broadcast(values, 0);
+      } catch (const Error& error) {
+        throw Error(tg::detail::concat(kOp, ": buffer '", name, "' differs between the ranks: ", error.what()));
+      }
+    }
   }
+  int64_t buffer_bytes = 0;
+  for (const auto& [name, buffer] : buffers) {
+    const int64_t bytes = buffer.numel() * static_cast<int64_t>(element_size(buffer.dtype()));
+    s.buffer_slots.push_back(
+        BufferSlot{.name = name, .dtype = buffer.dtype(), .shape = buffer.shape(), .offset = buffer_bytes, .bytes = bytes});
+    buffer_bytes += bytes;
+  }
+  if (!buffers.empty()) s.buffer_words = zeros({(buffer_bytes + 7) / 8}, kInt64);
   // Buckets in reverse registration order, a new one when the dtype changes or the cap is reached.
   const auto cap_bytes = static_cast<int64_t>(options.bucket_cap_mb * 1024 * 1024);
   for (size_t i = parameters.size(); i-- > 0;) {
@@ -301,7 +395,11 @@ DataParallel::~DataParallel() {
 Tensor DataParallel::operator()(const Tensor& input) {
   check(!state_->pass_started, kOp, "forward before the previous backward was synchronized: after "
         "loss.backward() call ddp.synchronize(), or use ddp.backward(loss)");
-  return (*state_->module)(input);
+  State& s = *state_;
+  if (s.buffers_due && s.options.broadcast_buffers && !s.buffer_slots.empty()) s.broadcast_buffers();
+  Tensor output = (*s.module)(input);
+  s.buffers_due = is_grad_enabled() && s.sync_enabled;
+  return output;
 }
 
 void DataParallel::backward(const Tensor& loss) {

@@ -29,5 +29,7 @@ MPI_Op mpi_op(ReduceOp op);
 // all_reduce_async without the descriptor check, for buffers whose layout the ranks have agreed
 // on once (DataParallel's buckets): no extra round trip per bucket.
 Work all_reduce_unchecked(Tensor& tensor, ReduceOp op, const char* name);
+// broadcast_async without the descriptor check, likewise (DataParallel's buffers).
+Work broadcast_unchecked(Tensor& tensor, int root, const char* name);
 
 }  // namespace tg::dist::detail

@@ -31,6 +31,26 @@
 ///   every world size that divides S, a single process included. It costs S / world_size smaller
 ///   backward passes per rank, and an all-gather of every shard's gradient (S × the model's
 ///   gradient bytes per rank) instead of an all-reduce, with no overlap with backward.
+///
+/// Buffers (BatchNorm's running_mean, running_var, num_batches_tracked), as DDP with its default
+/// broadcast_buffers=True: the constructor broadcasts rank 0's buffers with its parameters, and
+/// each forward through the wrapper first broadcasts rank 0's buffers to every rank, all of them in
+/// one message (their bytes back to back, whatever their dtypes), so every rank starts the forward
+/// from, and a checkpoint written after it holds, rank 0's running statistics. Beside that message,
+/// concurrently, each rank reports whether its buffers still have the names, shapes and dtypes of
+/// construction: if not, the forward throws tg::Error on every rank. As in DDP that broadcast happens only if the previous forward ran
+/// with grad mode on and outside no_sync() (and before the first forward): forwards under a
+/// NoGradGuard (evaluation) or inside no_sync() do not make the next one communicate, so ranks may
+/// evaluate different numbers of batches; the first forward after a training forward still
+/// broadcasts, on every rank. A module without buffers sends nothing. BatchNorm's batch statistics
+/// in training mode are this rank's (its share of the batch), as in DDP: BatchNorm does not see
+/// the whole batch (PyTorch's SyncBatchNorm, which would, is not provided).
+///
+/// Exact mode and buffers: the parameters and gradients stay bitwise the same at every world size
+/// (BatchNorm in training mode normalises each shard with that shard's statistics, whichever rank
+/// runs it), but the running statistics are rank 0's, updated once per forward by rank 0's
+/// S / world_size shards per step: they depend on the world size (one process updates them S times
+/// per step), and so do outputs computed from them in evaluation mode.
 #pragma once
 
 #include <cstdint>
@@ -50,15 +70,19 @@ struct DataParallelOptions {
   /// this option it counts as a zero gradient instead, and one that no rank used keeps its grad.
   bool find_unused_parameters = false;
   int64_t exact_shards = 0;  ///< S > 0: exact mode (above); S must be a multiple of world_size()
+  /// DDP's broadcast_buffers: rank 0's buffers sent to every rank before a forward (above). The
+  /// constructor broadcasts them either way.
+  bool broadcast_buffers = true;
 };
 
 /// PyTorch's DistributedDataParallel for a module: rank 0's weights everywhere, gradients averaged
 /// over the ranks (data_parallel.hpp).
 class DataParallel {
  public:
-  /// Broadcasts rank 0's parameters to every rank (tg::Error on every rank if the ranks' models
-  /// differ in their parameters' shapes or dtypes) and hooks every parameter. The module must
-  /// outlive the wrapper; convert its dtype (Module::to) before wrapping it.
+  /// Broadcasts rank 0's parameters and buffers to every rank (tg::Error on every rank if the ranks'
+  /// models differ in the number, shapes or dtypes of their parameters or buffers) and hooks every
+  /// parameter. The module must outlive the wrapper; convert its dtype (Module::to) before wrapping
+  /// it: its buffers must keep their shapes and dtypes while it is wrapped.
   explicit DataParallel(nn::Module& module, DataParallelOptions options = {});
   ~DataParallel();
   DataParallel(DataParallel&&) noexcept;  ///< takes over the hooks and the buckets
@@ -66,7 +90,9 @@ class DataParallel {
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
-  /// module(input); tg::Error if the previous backward was not synchronized.
+  /// module(input), after broadcasting rank 0's buffers to every rank if due (see Buffers above);
+  /// tg::Error if the previous backward was not synchronized, or, on every rank, if a rank's
+  /// buffers changed shape or dtype since construction.
   Tensor operator()(const Tensor& input);
   /// loss.backward(), then synchronize() — in exact mode once every local shard has had its
   /// backward, and never inside no_sync().
