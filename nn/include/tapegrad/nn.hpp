@@ -25,6 +25,8 @@
 #include "tapegrad/nn/module_dict.hpp"
 #include "tapegrad/nn/module_list.hpp"
 #include "tapegrad/nn/multihead_attention.hpp"
+#include "tapegrad/nn/padding.hpp"
+#include "tapegrad/nn/pooling.hpp"
 #include "tapegrad/nn/rms_norm.hpp"
 #include "tapegrad/nn/sequential.hpp"
 #include "tapegrad/nn/softmax.hpp"
