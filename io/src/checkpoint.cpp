@@ -94,7 +94,10 @@ std::vector<Tensor> matching_values(nn::Module& model, const detail::Safetensors
                                     const std::string& path) {
   const detail::NamedTensors named = model.named_parameters();
   const detail::NamedTensors slots = model.named_parameters(/*remove_duplicate=*/false);
-  check_names(slots, "load");
+  const detail::NamedTensors buffers = model.named_buffers();
+  detail::NamedTensors every_name = slots;
+  every_name.insert(every_name.end(), buffers.begin(), buffers.end());
+  check_names(every_name, "load");
   std::set<std::string> known;
   std::vector<Tensor> values;
   for (const auto& [name, parameter] : named) {
@@ -127,10 +130,24 @@ std::vector<Tensor> matching_values(nn::Module& model, const detail::Safetensors
           " in the model");
     values.push_back(value.to(parameter.dtype()));
   }
+  // Buffers (running statistics) by name: a float buffer takes either float dtype, converted; an
+  // integer one (a counter) takes its own dtype.
+  for (const auto& [name, buffer] : buffers) {
+    auto it = contents.tensors.find(name);
+    check(it != contents.tensors.end(), "load", "'", path, "' has no tensor for the buffer '", name, "'");
+    const Tensor& value = it->second;
+    check(is_floating_point(buffer.dtype()) ? is_floating_point(value.dtype()) : value.dtype() == buffer.dtype(),
+          "load", "'", path, "': buffer '", name, "' is ", value.dtype(), " in the file but ", buffer.dtype(),
+          " in the model");
+    check(value.shape() == buffer.shape(), "load", "'", path, "': buffer '", name, "' has shape ", value.shape(),
+          " in the file but ", buffer.shape(), " in the model");
+    known.insert(name);
+    values.push_back(value.to(buffer.dtype()));
+  }
   // As PyTorch's strict load_state_dict: a tensor the model has no place for is an error.
   for (const auto& [name, tensor] : contents.tensors)
     check(known.count(name) > 0 || detail::is_optimizer_tensor(name) || detail::is_generator_tensor(name), "load", "'", path, "' has a tensor '", name,
-          "' (shape ", tensor.shape(), ") that the model has no parameter for");
+          "' (shape ", tensor.shape(), ") that the model has no parameter for (and no buffer)");
   return values;
 }
 
@@ -138,6 +155,7 @@ void assign(nn::Module& model, const std::vector<Tensor>& values) {
   NoGradGuard no_grad;
   size_t i = 0;
   for (auto& [name, parameter] : model.named_parameters()) parameter.copy_(values[i++]);
+  for (auto& [name, buffer] : model.named_buffers()) buffer.copy_(values[i++]);
 }
 
 // A tg::Error of an optimizer's or scheduler's load_state_dict, naming the file as well.
@@ -153,6 +171,7 @@ void check_naming_file(const std::string& path, Check check_state) {
 void save_checkpoint(nn::Module& model, const optim::Optimizer* optimizer, const optim::LRScheduler* scheduler,
                      const std::string& path, const CheckpointOptions& options) try {
   detail::NamedTensors tensors = model.named_parameters();
+  for (auto& named_buffer : model.named_buffers()) tensors.push_back(std::move(named_buffer));
   detail::Metadata metadata = tied_aliases(model);
   metadata[kVersionKey] = std::to_string(kCheckpointFormatVersion);
   if (optimizer) detail::encode_optimizer_state(model, *optimizer, tensors, metadata);

@@ -50,6 +50,8 @@ void Parameter::tie(const Parameter& other) {
 
 struct Members::Visitor {
   std::function<void(const std::string& dotted_name, Parameter&)> on_parameter = nullptr;
+  // Defined buffers only (an absent buffer is not part of the module's state).
+  std::function<void(const std::string& dotted_name, Tensor&)> on_buffer = nullptr;
   std::function<void(Module&)> on_module = nullptr;
   // Pre-order with the module's dotted path ("" for the root), and post-order (after its members).
   std::function<void(const std::string& path, Module&)> on_named_module = nullptr;
@@ -70,8 +72,19 @@ void Members::parameter(const std::string& name, Parameter& parameter) {
     visitor_.on_parameter(prefix_ + name, parameter);
 }
 
+void Members::buffer(const std::string& name, Tensor& buffer) {
+  detail::check_member_name(name, "Members::buffer");
+  if (visitor_.on_buffer && buffer.defined()) pending_buffers_.emplace_back(prefix_ + name, &buffer);
+}
+
+void Members::flush_buffers() {
+  for (auto& [name, buffer] : pending_buffers_) visitor_.on_buffer(name, *buffer);
+  pending_buffers_.clear();
+}
+
 void Members::module(const std::string& name, Module& child) {
   detail::check_member_name(name, "Members::module");
+  flush_buffers();  // PyTorch's order: a module's own state before its children's
   child.walk(visitor_, prefix_ + name + ".");
 }
 
@@ -118,13 +131,18 @@ HookHandle Module::register_forward_hook(ForwardHook hook) {
 }
 
 namespace {
-// Every parameter slot of the tree, absent ones included, as "name: dtype [shape]" or "name: absent".
+// Every parameter slot of the tree, absent ones included, as "name: dtype [shape]" or "name: absent",
+// and every buffer as "name: dtype [shape] buffer".
 std::vector<std::string> describe_slots(const std::function<void(Members::Visitor&)>& walk) {
   std::vector<std::string> slots;
   Members::Visitor visitor{.on_parameter =
                                [&](const std::string& name, Parameter& p) {
                                  slots.push_back(p.defined() ? tg::detail::concat(name, ": ", p.dtype(), " ", p.shape())
                                                              : name + ": absent");
+                               },
+                           .on_buffer =
+                               [&](const std::string& name, Tensor& b) {
+                                 slots.push_back(tg::detail::concat(name, ": ", b.dtype(), " ", b.shape(), " buffer"));
                                },
                            .include_absent = true};
   walk(visitor);
@@ -145,7 +163,7 @@ Module& Module::operator=(const Module& other) {
         const std::string here = i < mine.size() ? mine[i] : "(none)", there = i < theirs.size() ? theirs[i] : "(none)";
         if (here != there) differences += tg::detail::concat(differences.empty() ? "" : "; ", "this ", here, " vs ", there);
       }
-      throw Error("Module assignment: the modules declare different parameters (" + differences +
+      throw Error("Module assignment: the modules declare different parameters or buffers (" + differences +
                   "); nothing was assigned");
     }
   }
@@ -166,6 +184,7 @@ void Module::walk(Members::Visitor& visitor, const std::string& prefix) {
   if (visitor.on_named_module) visitor.on_named_module(prefix.empty() ? prefix : prefix.substr(0, prefix.size() - 1), *this);
   Members declared(visitor, prefix);
   members(declared);
+  declared.flush_buffers();
   if (visitor.after_module) visitor.after_module(*this);
 }
 
@@ -212,19 +231,38 @@ std::vector<Tensor> Module::parameters() {
   return handles;
 }
 
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool remove_duplicate) {
+  std::vector<std::pair<std::string, Tensor>> named;
+  std::unordered_set<const void*> seen;  // by identity, as named_parameters
+  Members::Visitor visitor{.on_buffer = [&](const std::string& name, Tensor& b) {
+    if (!remove_duplicate || seen.insert(tg::detail::impl_of(b)).second) named.emplace_back(name, b);
+  }};
+  walk(visitor, "");
+  return named;
+}
+
+std::vector<Tensor> Module::buffers() {
+  std::vector<Tensor> handles;
+  for (auto& [name, b] : named_buffers()) handles.push_back(std::move(b));
+  return handles;
+}
+
 void detail::give_own_parameters(Module& module) {
   NoGradGuard no_grad;  // copies of leaves, not operations to differentiate
   std::vector<std::pair<Tensor, Tensor>> copies;  // (shared tensor, its fresh copy): tied slots stay tied
-  Members::Visitor visitor{.on_parameter = [&](const std::string&, Parameter& p) {
-    Tensor fresh;
-    for (const auto& [shared, copy] : copies)
-      if (shared.is_same(p)) fresh = copy;
-    if (!fresh.defined()) {
-      fresh = p.detach().clone().requires_grad_();
-      copies.emplace_back(p, fresh);
-    }
-    static_cast<Tensor&>(p) = fresh;  // rebinds the slot, unlike Parameter's value assignment
-  }};
+  const auto fresh_copy = [&](const Tensor& shared, bool leaf) {
+    for (const auto& [original, copy] : copies)
+      if (original.is_same(shared)) return copy;
+    Tensor fresh = leaf ? shared.detach().clone().requires_grad_() : shared.detach().clone();
+    copies.emplace_back(shared, fresh);
+    return fresh;
+  };
+  Members::Visitor visitor{
+      .on_parameter =
+          [&](const std::string&, Parameter& p) {
+            static_cast<Tensor&>(p) = fresh_copy(p, true);  // rebinds the slot, unlike Parameter's value assignment
+          },
+      .on_buffer = [&](const std::string&, Tensor& b) { b = fresh_copy(b, false); }};
   module.walk(visitor, "");
 }
 
@@ -243,15 +281,21 @@ Module& Module::to(DType dtype) try {
     Tensor grad;
   };
   std::vector<Conversion> conversions;
-  Members::Visitor visitor{.on_parameter = [&](const std::string&, Parameter& p) {
+  const auto convert = [&](const Tensor& p) {
     if (p.dtype() == dtype) return;
-    // A parameter declared twice (tied weights) is converted once and stays one tensor.
+    // A tensor declared twice (tied weights) is converted once and stays one tensor.
     for (const Conversion& c : conversions)
       if (c.param.is_same(p)) return;
     NoGradGuard no_grad;  // a conversion of leaves, not an operation to differentiate
     const Tensor grad = p.grad();
     conversions.push_back({p, p.detach().to(dtype), grad.defined() ? grad.detach().to(dtype) : Tensor()});
-  }};
+  };
+  Members::Visitor visitor{.on_parameter = [&](const std::string&, Parameter& p) { convert(p); },
+                           // Integer buffers (counters) stay integers, as PyTorch's module.to(dtype).
+                           .on_buffer =
+                               [&](const std::string&, Tensor& b) {
+                                 if (is_floating_point(b.dtype())) convert(b);
+                               }};
   walk(visitor, "");
   // As PyTorch's `param.data = param.to(dtype)`: the same parameter objects (which optimizers, hooks
   // and every handle refer to) now hold the converted values, and their grads are converted too.
@@ -309,7 +353,10 @@ std::vector<std::string> StateDict::keys() const {
 
 StateDict Module::state_dict() try {
   StateDict result;
-  for (const auto& [name, param] : named_parameters(/*remove_duplicate=*/false)) result.insert(name, param.detach());
+  Members::Visitor visitor{
+      .on_parameter = [&](const std::string& name, Parameter& p) { result.insert(name, p.detach()); },
+      .on_buffer = [&](const std::string& name, Tensor& b) { result.insert(name, b.detach()); }};
+  walk(visitor, "");
   return result;
 } catch (...) {
   tg::detail::rethrow_out_of_memory_as("state_dict");
@@ -317,35 +364,50 @@ StateDict Module::state_dict() try {
 
 IncompatibleKeys Module::load_state_dict(const StateDict& state_dict, bool strict) try {
   const char* op = "load_state_dict";
-  std::vector<std::pair<std::string, Parameter*>> slots;
-  Members::Visitor visitor{.on_parameter = [&](const std::string& name, Parameter& p) { slots.emplace_back(name, &p); }};
+  struct Slot {
+    std::string name;
+    Parameter* parameter;  // null for a buffer
+    Tensor* buffer;        // null for a parameter
+    const Tensor& tensor() const { return parameter ? static_cast<const Tensor&>(*parameter) : *buffer; }
+  };
+  std::vector<Slot> slots;
+  Members::Visitor visitor{
+      .on_parameter = [&](const std::string& name, Parameter& p) { slots.push_back({name, &p, nullptr}); },
+      .on_buffer = [&](const std::string& name, Tensor& b) { slots.push_back({name, nullptr, &b}); }};
   walk(visitor, "");
 
   // Every problem first, PyTorch's way (missing, unexpected, then per-key errors), all in one message.
   IncompatibleKeys incompatible;
   std::vector<std::string> errors;
-  std::vector<Tensor> values(slots.size());  // converted to each parameter's dtype before any copy
+  std::vector<Tensor> values(slots.size());  // converted to each slot's dtype before any copy
   for (size_t i = 0; i < slots.size(); ++i) {
-    const auto& [name, param] = slots[i];
+    const Slot& slot = slots[i];
+    const std::string& name = slot.name;
+    const Tensor& target = slot.tensor();
+    const char* kind = slot.parameter ? "parameter" : "buffer";
     if (!state_dict.contains(name)) {
       incompatible.missing_keys.push_back(name);
       continue;
     }
     const Tensor& value = state_dict.at(name);
+    // A float slot takes either float dtype (converted); an integer buffer (a counter) takes int64.
+    const bool kind_matches = value.defined() && (is_floating_point(target.dtype())
+                                                      ? is_floating_point(value.dtype())
+                                                      : value.dtype() == target.dtype());
     if (!value.defined()) {
       errors.push_back(tg::detail::concat("'", name, "' is an undefined tensor"));
-    } else if (!is_floating_point(value.dtype())) {
-      errors.push_back(tg::detail::concat("'", name, "' is ", value.dtype(), "; the parameter is ", param->dtype()));
-    } else if (value.shape() != param->shape()) {
+    } else if (!kind_matches) {
+      errors.push_back(tg::detail::concat("'", name, "' is ", value.dtype(), "; the ", kind, " is ", target.dtype()));
+    } else if (value.shape() != target.shape()) {
       errors.push_back(tg::detail::concat("size mismatch for '", name, "': copying a tensor of shape ", value.shape(),
-                                          ", the parameter has shape ", param->shape()));
+                                          ", the ", kind, " has shape ", target.shape()));
     } else {
       NoGradGuard no_grad;
-      values[i] = value.detach().to(param->dtype());
+      values[i] = value.detach().to(target.dtype());
     }
   }
   for (const StateDict::Entry& entry : state_dict) {
-    const bool known = std::any_of(slots.begin(), slots.end(), [&](const auto& slot) { return slot.first == entry.first; });
+    const bool known = std::any_of(slots.begin(), slots.end(), [&](const Slot& slot) { return slot.name == entry.first; });
     if (!known) incompatible.unexpected_keys.push_back(entry.first);
   }
   const auto quoted = [](const std::vector<std::string>& names) {
@@ -365,8 +427,12 @@ IncompatibleKeys Module::load_state_dict(const StateDict& state_dict, bool stric
                      ? " (load_state_dict(state_dict, false) loads the keys that match and returns the others)"
                      : ""));
 
-  for (size_t i = 0; i < slots.size(); ++i)
-    if (values[i].defined()) *slots[i].second = values[i];  // Parameter's assignment: a copy into its storage
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (!values[i].defined()) continue;
+    if (slots[i].parameter) *slots[i].parameter = values[i];  // Parameter's assignment: a copy into its storage
+    else slots[i].buffer->copy_(values[i]);                    // into the buffer's storage: every handle sees it
+  }
   return incompatible;
 } catch (...) {
   tg::detail::rethrow_out_of_memory_as("load_state_dict");

@@ -1,5 +1,5 @@
 /// @file
-/// Checkpoints: a model's parameters, and optionally an optimizer's and a learning-rate scheduler's
+/// Checkpoints: a model's parameters and buffers (BatchNorm's running statistics), and optionally an optimizer's and a learning-rate scheduler's
 /// state (any optimizer, any scheduler, through their state dicts), in one safetensors file that
 /// Python opens with `safetensors` or NumPy, and that tapegrad loads back.
 ///
@@ -20,7 +20,8 @@
 /// parameter's presence and shape — before changing anything, and throw tg::Error saying what is
 /// wrong; on error the model, the optimizer and the scheduler are left exactly as they were.
 ///
-/// Tensors are stored under the model's parameter names ("0.weight", "ln.bias"), so weights
+/// Tensors are stored under the model's parameter and buffer names ("0.weight", "ln.bias",
+/// "1.running_mean"; an int64 buffer such as num_batches_tracked as I64), so weights
 /// exported from PyTorch with `safetensors.torch.save_file(model.state_dict(), path)` load into
 /// the same architecture built with tapegrad (float64 files load into float32 models and back,
 /// converted as PyTorch's load_state_dict does). The optimizer's per-parameter state is stored as

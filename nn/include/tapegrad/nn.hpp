@@ -13,6 +13,7 @@
 /// Modules, functional forms and losses.
 
 #include "tapegrad/nn/activation.hpp"
+#include "tapegrad/nn/batch_norm.hpp"
 #include "tapegrad/nn/clip_grad.hpp"
 #include "tapegrad/nn/dropout.hpp"
 #include "tapegrad/nn/embedding.hpp"

@@ -1,9 +1,10 @@
 /// @file
 /// tg::nn::Module and tg::nn::Parameter — the building blocks of every model.
 ///
-/// A module owns named parameters and named child modules and declares both in one override,
-/// `members`, which every generic operation (parameters(), named_parameters(), zero_grad(), to(),
-/// train()) walks recursively with PyTorch's dotted names ("lin.weight", "0.bias"):
+/// A module owns named parameters, named buffers (state that is not trained, such as BatchNorm's
+/// running statistics) and named child modules and declares them in one override, `members`, which
+/// every generic operation (parameters(), named_parameters(), buffers(), state_dict(), zero_grad(),
+/// to(), train()) walks recursively with PyTorch's dotted names ("lin.weight", "0.bias"):
 ///
 /// @code
 ///   struct Block : tg::nn::Module {
@@ -15,8 +16,8 @@
 /// @endcode
 ///
 /// Nothing is registered by pointer, so modules stay plain values that can be copied and moved
-/// (into a Sequential, say). A copy shares its parameters' tensors with the original, as a copied
-/// torch::nn::ModuleHolder does.
+/// (into a Sequential, say). A copy shares its parameters' and buffers' tensors with the original,
+/// as a copied torch::nn::ModuleHolder does.
 #pragma once
 
 #include <functional>
@@ -85,11 +86,20 @@ class Parameter : public Tensor {
   std::string label_;
 };
 
-/// The visitor a module declares its members to (see Module::members). Users only call its two
+/// The visitor a module declares its members to (see Module::members). Users only call its three
 /// functions; the walks behind parameters(), to(), train()... are internal.
 class Members {
  public:
   void parameter(const std::string& name, Parameter& parameter);  ///< declares a parameter of this module
+  /// Declares a buffer of this module, PyTorch's `register_buffer(name, tensor)`: state saved in
+  /// state_dict() and checkpoints and converted by to(), but not a parameter (no gradient, not in
+  /// parameters(), not stepped by an optimizer). An undefined tensor is an absent buffer (PyTorch's
+  /// `register_buffer(name, None)`), skipped by every walk. A module's buffers come after the
+  /// parameters it declares before its first child, as PyTorch orders a state dict (a module's
+  /// parameters, its buffers, then its children). Code that updates a buffer (running statistics)
+  /// writes into its storage, so copies of the module and state_dict() views see the new values;
+  /// assigning another tensor to the member replaces the buffer.
+  void buffer(const std::string& name, Tensor& buffer);
   void module(const std::string& name, Module& child);            ///< declares a child module
 
   struct Visitor;  // defined in module.cpp
@@ -97,13 +107,15 @@ class Members {
  private:
   friend class Module;
   Members(Visitor& visitor, std::string prefix) : visitor_(visitor), prefix_(std::move(prefix)) {}
+  void flush_buffers();  // reports the buffers declared so far (before a child, and at the end)
   Visitor& visitor_;
   std::string prefix_;  // "" for the root, "0." or "block.lin." below it
+  std::vector<std::pair<std::string, Tensor*>> pending_buffers_;  // declared, not yet reported
 };
 
 /// A model's state as PyTorch's `module.state_dict()` gives it: an ordered map from dotted names
-/// ("0.weight", "ln.bias") to tensors, in named_parameters() order. tapegrad modules have no buffers,
-/// so it holds the parameters.
+/// ("0.weight", "1.running_mean") to tensors: each module's parameters, then its buffers, then its
+/// children's, in declaration order (see Members::buffer).
 ///
 /// @code
 ///   tg::nn::StateDict best = model.state_dict();   // detached views of the live parameters
@@ -152,9 +164,10 @@ struct IncompatibleKeys {
 
 namespace detail {
 struct ModuleHooks;  // module.cpp
-/// Python's `copy.deepcopy` of a module's parameters: each slot of `module` (a copy, which shares
-/// the original's tensors) gets a fresh leaf holding the same values; slots tied to each other
-/// stay tied to each other. Used by containers that clone a prototype (TransformerEncoder).
+/// Python's `copy.deepcopy` of a module's parameters and buffers: each slot of `module` (a copy,
+/// which shares the original's tensors) gets a fresh tensor holding the same values (a leaf for a
+/// parameter); slots tied to each other stay tied to each other. Used by containers that clone a
+/// prototype (TransformerEncoder).
 void give_own_parameters(Module& module);
 }
 
@@ -202,8 +215,9 @@ class Module {
   /// The modules of named_modules(), without the names.
   std::vector<Module*> modules();
 
-  /// Declares this module's parameters and children, in order: m.parameter("weight", weight);
-  /// m.module("lin", lin). Absent (undefined) parameters are skipped by every walk.
+  /// Declares this module's parameters, buffers and children, in order: m.parameter("weight", weight);
+  /// m.buffer("running_mean", running_mean); m.module("lin", lin). Absent (undefined) parameters
+  /// and buffers are skipped by every walk.
   virtual void members(Members& m);
 
   /// Handles sharing the parameters' storage and grad; a tied tensor (Parameter::tie) once.
@@ -213,21 +227,33 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool remove_duplicate = true);
   void zero_grad();  ///< every parameter's grad becomes undefined (PyTorch 2's set_to_none)
 
-  /// PyTorch's `module.state_dict()`: every parameter slot by its dotted name, in
-  /// named_parameters(false) order (so a tied tensor appears under each of its names), as a detached tensor sharing the parameter's storage (so it changes as training does:
+  /// torch.nn.Module.named_buffers: every buffer (Members::buffer) by its dotted name
+  /// ("bn.running_mean"), each module's after its parameters; with `remove_duplicate` a tensor
+  /// declared by several slots is listed once, under its first name. Handles sharing the storage.
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool remove_duplicate = true);
+  /// The tensors of named_buffers(), without the names.
+  std::vector<Tensor> buffers();
+
+  /// PyTorch's `module.state_dict()`: every parameter and buffer slot by its dotted name, each
+  /// module's parameters, then its buffers, then its children's (a tied tensor appears under each of
+  /// its names), as a detached tensor sharing the slot's storage (so it changes as training does:
   /// clone the tensors to keep a snapshot).
   StateDict state_dict();
   /// PyTorch's `module.load_state_dict(state_dict, strict)`: copies each tensor into the parameter
-  /// of its name, so every handle to the parameter (an optimizer's) sees the new values. A float
-  /// tensor of the other float dtype is converted, as PyTorch's copy_ does. With `strict` a name the
-  /// module lacks or a parameter the state dict lacks is an error; without it they are returned.
-  /// A shape mismatch, an undefined tensor or an int64/bool tensor is always an error. Errors are
-  /// tg::Error listing every problem, thrown before any parameter changes.
+  /// or buffer of its name, so every handle to it (an optimizer's) sees the new values. A float
+  /// tensor of the other float dtype is converted, as PyTorch's copy_ does; an integer buffer
+  /// (num_batches_tracked) takes an int64 tensor. With `strict` a name the module lacks or a slot
+  /// the state dict lacks is an error; without it they are returned. A shape mismatch, an
+  /// undefined tensor or a tensor of the wrong kind (int64/bool into a float slot, float into an
+  /// integer buffer) is always an error. Errors are tg::Error listing every problem, thrown before
+  /// anything changes.
   IncompatibleKeys load_state_dict(const StateDict& state_dict, bool strict = true);
-  /// Converts every parameter and its grad to `dtype` (float32 or float64), keeping each
-  /// parameter's identity as PyTorch does (`param.data = param.to(dtype)`): every handle to it,
-  /// an optimizer built before and its hooks see the new dtype. An optimizer's state (momentum,
-  /// Adam's moments) follows at its next step. Views taken before (detach()) keep the old values.
+  /// Converts every parameter, its grad and every floating-point buffer to `dtype` (float32 or
+  /// float64), keeping each tensor's identity as PyTorch does (`param.data = param.to(dtype)`):
+  /// every handle to it, an optimizer built before and its hooks see the new dtype; integer
+  /// buffers (BatchNorm's num_batches_tracked) stay int64, as in PyTorch. An optimizer's state
+  /// (momentum, Adam's moments) follows at its next step. Views taken before (detach()) keep the
+  /// old values.
   Module& to(DType dtype);
   Module& train(bool on = true);  ///< this module and all its descendants
   Module& eval() { return train(false); }  ///< train(false)
