@@ -127,8 +127,24 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
   batched_gemm<T>(trans_a, trans_b, 1, M, N, K, A, 0, B, 0, C, 0, accumulate);
 }
 
+template <typename T>
+void gemm_on_calling_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+                            const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
+    return;
+  }
+  serial_gemm<T>(gemm_kernel(), trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, const float*, float*, bool);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, const double*, double*, bool);
+template void gemm_on_calling_thread<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                                            const float*, int64_t, float*, int64_t, bool);
+template void gemm_on_calling_thread<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
+                                             const double*, int64_t, double*, int64_t, bool);
 template void batched_gemm<float>(bool, bool, int64_t, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
                                   int64_t, float*, int64_t, bool);
 template void batched_gemm<double>(bool, bool, int64_t, int64_t, int64_t, int64_t, const double*, int64_t,

@@ -20,6 +20,15 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* 
 // busy, is split into pieces by the sizes only (batch, M, N, K); each piece is one serial call of
 // the kernel its size selects, with the whole K, so results are bitwise identical at any thread
 // count. gemm is the batch of one.
+// C[M, N] (+)= op(A)[M, K] · op(B)[K, N] on the calling thread, for a caller that runs its own
+// parallel loop over many such products (convolution's tiles): the kernel gemm uses for one tile of
+// this size (BLIS's packed kernel for large products, the per-level small kernel or Eigen for the
+// rest). lda, ldb, ldc are the stored matrices' row strides, so A, B and C may be blocks of larger
+// matrices. The bits depend on the sizes only.
+template <typename T>
+void gemm_on_calling_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+                            const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate);
+
 template <typename T>
 void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K, const T* A,
                   int64_t stride_a, const T* B, int64_t stride_b, T* C, int64_t stride_c, bool accumulate);

@@ -15,6 +15,7 @@
 #include "tapegrad/nn/activation.hpp"
 #include "tapegrad/nn/batch_norm.hpp"
 #include "tapegrad/nn/clip_grad.hpp"
+#include "tapegrad/nn/conv.hpp"
 #include "tapegrad/nn/dropout.hpp"
 #include "tapegrad/nn/embedding.hpp"
 #include "tapegrad/nn/functional.hpp"
