@@ -16,14 +16,26 @@ void check_options(const DataLoaderOptions& options) {
   check(options.prefetch >= 0, "DataLoader", "prefetch should be >= 0, got ", options.prefetch);
 }
 
-std::vector<std::vector<int64_t>> epoch_batches(int64_t dataset_size, const DataLoaderOptions& options) {
+EpochPlan epoch_batches(int64_t dataset_size, const DataLoaderOptions& options) {
   // PyTorch's _BaseDataLoaderIter draws its _base_seed (for worker processes) before the sampler
   // runs: draw it too, so that the shuffle order and every later draw match.
-  (options.generator != nullptr ? *options.generator : default_generator()).random64();
+  const uint64_t seed = (options.generator != nullptr ? *options.generator : default_generator()).random64();
   std::vector<int64_t> order = options.shuffle ? RandomSampler(dataset_size, options.generator).indices()
                                                : SequentialSampler(dataset_size).indices();
-  return batches_of(order, options.batch_size, options.drop_last);
+  return {seed, batches_of(order, options.batch_size, options.drop_last)};
 }
+
+namespace {
+// The generator of the batch this thread is loading, or null outside a loader's transforms.
+thread_local Generator* current_transform_generator = nullptr;
+}  // namespace
+
+TransformGeneratorScope::TransformGeneratorScope(uint64_t seed)
+    : generator_(seed), previous_(current_transform_generator) {
+  current_transform_generator = &generator_;
+}
+
+TransformGeneratorScope::~TransformGeneratorScope() { current_transform_generator = previous_; }
 
 // A batch being loaded: its own task_group, so that the consumer waits for exactly this batch
 // while the ones behind it keep loading. The result and any exception land in the slot.
@@ -107,3 +119,12 @@ void BatchStream::advance() {
 }
 
 }  // namespace tg::data::detail
+
+namespace tg::data {
+
+Generator& transform_generator() {
+  Generator* generator = detail::current_transform_generator;
+  return generator != nullptr ? *generator : default_generator();
+}
+
+}  // namespace tg::data

@@ -23,3 +23,4 @@
 #include "tapegrad/data/sampler.hpp"
 #include "tapegrad/data/distributed_sampler.hpp"  // each replica's share, for tg::dist
 #include "tapegrad/data/token_blocks.hpp"  // a token sequence in blocks: a language model's batches
+#include "tapegrad/data/transforms.hpp"  // torchvision's image transforms: crops, flips, erasing, Normalize

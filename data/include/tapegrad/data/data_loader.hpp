@@ -15,12 +15,19 @@
 /// after epoch. As PyTorch's iterator does, each epoch first draws one 64-bit number from the
 /// generator (the default one when none is given, shuffled or not), so that the default
 /// generator's later draws (dropout, say) stay in step with a PyTorch program too.
+///
+/// That draw also seeds the random transforms (tg::data::transforms): each batch's transform and
+/// batch_transform draw from a generator of the batch's own, seeded with the draw + the batch's
+/// index (as PyTorch seeds a worker process with base_seed + worker_id), which
+/// transform_generator() returns. The augmented images thus depend on the loader's generator
+/// only: the same with or without prefetching, whichever thread loads a batch and whenever.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -29,6 +36,12 @@
 #include "tapegrad/generator.hpp"
 
 namespace tg::data {
+
+/// The generator a random transform draws from when it was given none: while a DataLoader's
+/// transform or batch_transform runs, the generator of the batch being loaded (seeded from the
+/// loader's per-epoch draw and the batch's index); anywhere else, tg::default_generator(). Drawing
+/// from it inside a transform of one's own keeps that transform reproducible under prefetching.
+Generator& transform_generator();
 
 /// The DataLoader's options, by PyTorch's names and with its defaults.
 struct DataLoaderOptions {
@@ -51,9 +64,27 @@ Example collate(const std::vector<Example>& samples);
 
 namespace detail {
 
-// The index batches of one epoch: the 64-bit draw PyTorch's iterator makes, then the sampler's
+// One epoch's plan: the 64-bit draw PyTorch's iterator makes (its _base_seed), then the sampler's
 // order (RandomSampler or SequentialSampler) cut into batches.
-std::vector<std::vector<int64_t>> epoch_batches(int64_t dataset_size, const DataLoaderOptions& options);
+struct EpochPlan {
+  uint64_t seed;
+  std::vector<std::vector<int64_t>> batches;
+};
+EpochPlan epoch_batches(int64_t dataset_size, const DataLoaderOptions& options);
+
+// While alive, transform_generator() on this thread is a generator of its own seeded with `seed`;
+// the previous one is restored after (scopes nest when oneTBB runs a task inside another's wait).
+class TransformGeneratorScope {
+ public:
+  explicit TransformGeneratorScope(uint64_t seed);
+  ~TransformGeneratorScope();
+  TransformGeneratorScope(const TransformGeneratorScope&) = delete;
+  TransformGeneratorScope& operator=(const TransformGeneratorScope&) = delete;
+
+ private:
+  Generator generator_;
+  Generator* previous_;
+};
 
 // One epoch's batches, produced by load(k) for k = 0 ... count − 1 in order, with up to `prefetch`
 // of them loading ahead on oneTBB. Waits for the batches in flight when destroyed.
@@ -113,12 +144,15 @@ class DataLoader {
 
   /// Starts an epoch: draws its order (shuffle) and begins loading.
   Iterator begin() const {
-    std::vector<std::vector<int64_t>> batches = detail::epoch_batches(dataset_->size(), options_);
-    const auto count = static_cast<int64_t>(batches.size());
+    detail::EpochPlan plan = detail::epoch_batches(dataset_->size(), options_);
+    const auto count = static_cast<int64_t>(plan.batches.size());
     // The loader runs on oneTBB's threads when prefetching: it owns what it reads.
     auto load = [dataset = dataset_, transform = options_.transform, batch_transform = options_.batch_transform,
-                 batches = std::move(batches)](int64_t k) {
+                 batches = std::move(plan.batches), seed = plan.seed](int64_t k) {
       const std::vector<int64_t>& indices = batches[static_cast<size_t>(k)];
+      // The random transforms' draws: the batch's own generator, whatever thread runs this.
+      std::optional<detail::TransformGeneratorScope> draws;
+      if (transform || batch_transform) draws.emplace(seed + static_cast<uint64_t>(k));
       auto collate_samples = [&] {
         std::vector<Example> samples;
         samples.reserve(indices.size());
