@@ -423,34 +423,31 @@ std::vector<int64_t> mode_padding(const ConvPadding<D>& padding, const Expanding
   return pad;
 }
 
-Tensor padded_input(const Tensor& x, const std::vector<int64_t>& pad, const std::string& mode) {
-  return functional::pad(x, pad, {.mode = mode});
+// A Conv1d/Conv2d module's forward: padding_mode "zeros" pads inside the convolution; any other
+// mode pads the input with F::pad in that mode, then convolves without padding (PyTorch's
+// _conv_forward). FuncOptions is Conv1dFuncOptions or Conv2dFuncOptions, `conv` F::conv1d or conv2d.
+template <size_t D, typename FuncOptions, typename Options, typename Conv>
+Tensor conv_module_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Options& options,
+                           const ExpandingArray<D>& kernel_size, Conv conv) {
+  FuncOptions func{.bias = bias, .stride = options.stride, .padding = options.padding,
+                   .dilation = options.dilation, .groups = options.groups};
+  if (options.padding_mode == "zeros") return conv(x, weight, func);
+  const Tensor padded = functional::pad(x, mode_padding<D>(options.padding, options.dilation, kernel_size),
+                                        {.mode = options.padding_mode});
+  func.padding = 0;
+  return conv(padded, weight, func);
 }
 
 }  // namespace
 
 Tensor Conv1d::forward(const Tensor& x) {
-  if (options.padding_mode == "zeros")
-    return functional::conv1d(x, weight,
-                              {.bias = bias, .stride = options.stride, .padding = options.padding,
-                               .dilation = options.dilation, .groups = options.groups});
-  const Tensor padded = padded_input(x, mode_padding<1>(options.padding, options.dilation, kernel_size),
-                                      options.padding_mode);
-  return functional::conv1d(padded, weight,
-                            {.bias = bias, .stride = options.stride, .padding = 0, .dilation = options.dilation,
-                             .groups = options.groups});
+  return conv_module_forward<1, functional::Conv1dFuncOptions>(x, weight, bias, options, kernel_size,
+                                                                functional::conv1d);
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  if (options.padding_mode == "zeros")
-    return functional::conv2d(x, weight,
-                              {.bias = bias, .stride = options.stride, .padding = options.padding,
-                               .dilation = options.dilation, .groups = options.groups});
-  const Tensor padded = padded_input(x, mode_padding<2>(options.padding, options.dilation, kernel_size),
-                                      options.padding_mode);
-  return functional::conv2d(padded, weight,
-                            {.bias = bias, .stride = options.stride, .padding = 0, .dilation = options.dilation,
-                             .groups = options.groups});
+  return conv_module_forward<2, functional::Conv2dFuncOptions>(x, weight, bias, options, kernel_size,
+                                                                functional::conv2d);
 }
 
 Tensor ConvTranspose2d::forward(const Tensor& x) {
