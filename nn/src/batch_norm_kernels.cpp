@@ -19,9 +19,9 @@
 #include <algorithm>
 #include <cmath>
 #include <utility>
-#include <memory>
 
 #include "deterministic_sum.hpp"
+#include "kernel_buffer.hpp"
 #include "simd_lanes.hpp"
 
 // The kernels' lambdas return SIMD vectors (see simd_lanes.hpp on -Wpsabi).
@@ -31,23 +31,6 @@
 namespace tg::detail::TG_ISA {
 
 namespace {
-
-// A zero-filled array of n U for a kernel's per-channel and per-chunk values. Not std::vector: its
-// members would be weak symbols compiled at this file's vector level, which the linker may pick for
-// every level's callers (tests/core/check_isa_objects.cmake checks that no object exports any).
-template <typename U>
-class Buffer {
- public:
-  explicit Buffer(size_t n) : data_(std::make_unique_for_overwrite<U[]>(n)) {
-    for (size_t i = 0; i < n; ++i) data_[i] = U{};
-  }
-  U& operator[](size_t i) { return data_[i]; }
-  const U& operator[](size_t i) const { return data_[i]; }
-  U* data() { return data_.get(); }
-
- private:
-  std::unique_ptr<U[]> data_;
-};
 
 // A chunk of a channel holds at least this many elements (so its partial sums are a small cost).
 inline constexpr int64_t kChunkElements = 16384;
@@ -99,7 +82,7 @@ void for_each_channel_chunk(const ChannelPlan& plan, int64_t c0, int64_t c1, con
 }
 
 // Σ over the chunks of channel c of slots[c, chunk], in chunk order.
-SumPair channel_total(const Buffer<SumPair>& slots, const ChannelPlan& plan, int64_t c) {
+SumPair channel_total(const KernelBuffer<SumPair>& slots, const ChannelPlan& plan, int64_t c) {
   SumPair total = {0.0, 0.0};
   for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) total += slots[static_cast<size_t>(c * plan.chunks + chunk)];
   return total;
@@ -167,8 +150,8 @@ void train_forward(const T* x, const T* gamma, const T* beta, T* y, double* mean
   const int64_t N = shape.N, C = shape.C, S = shape.S;
   if (N * C * S == 0) return;
   const ChannelPlan plan = plan_for(shape, sizeof(T));
-  Buffer<SumPair> slots(static_cast<size_t>(C * plan.chunks));  // [C, chunks]: {Σd, Σd²}
-  Buffer<T> center(static_cast<size_t>(C)), scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
+  KernelBuffer<SumPair> slots(C * plan.chunks, /*zeroed=*/true);  // [C, chunks]: {Σd, Σd²}
+  KernelBuffer<T> center(C, true), scale(C, true), shift(C, true);
   const double inv_n = 1.0 / static_cast<double>(N * S);
   tg::detail::with_streaming(streams(y, shape), [&](auto streaming) {
     constexpr bool kStream = decltype(streaming)::value;
@@ -244,9 +227,9 @@ void backward(const T* dy, const T* x, const T* gamma, const double* mean, const
   if (C == 0) return;
   const bool need_sums = batch_stats || dgamma || dbeta;
   const ChannelPlan plan = plan_for(shape, 2 * sizeof(T));
-  Buffer<SumPair> slots(static_cast<size_t>(C * plan.chunks));  // [C, chunks]: {Σdy, Σdy·(x − c)}
-  Buffer<T> center(static_cast<size_t>(C)), k_dy(static_cast<size_t>(C)), p_x(static_cast<size_t>(C)),
-      q_const(static_cast<size_t>(C));
+  KernelBuffer<SumPair> slots(C * plan.chunks, /*zeroed=*/true);  // [C, chunks]: {Σdy, Σdy·(x − c)}
+  KernelBuffer<T> center(C, true), k_dy(C, true), p_x(C, true),
+      q_const(C, true);
   const double inv_n = N * S > 0 ? 1.0 / static_cast<double>(N * S) : 0.0;
   tg::detail::with_streaming(dx != nullptr && streams(dx, shape), [&](auto streaming) {
     constexpr bool kStream = decltype(streaming)::value;
@@ -360,7 +343,7 @@ void group_backward(const T* dy, const T* x, const T* gamma, const double* stats
   const bool affine_grads = dgamma || dbeta;
   const RowChunks chunks = row_chunks(M, std::max<int64_t>(L, 1));
   const int64_t width = 2 * C;  // per chunk: dγ's C sums, then dβ's
-  Buffer<double> partial(affine_grads ? static_cast<size_t>(chunks.count * width) : 0);
+  KernelBuffer<double> partial(affine_grads ? chunks.count * width : 0, /*zeroed=*/true);
   const double inv_l = L > 0 ? 1.0 / static_cast<double>(L) : 0.0;
   tg::detail::with_streaming(dx != nullptr && tg::detail::use_streaming_stores(dx, M * D, S), [&](auto streaming) {
     constexpr bool kStream = decltype(streaming)::value;

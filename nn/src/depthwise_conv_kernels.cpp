@@ -36,6 +36,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernel_buffer.hpp"
 #include "parallel_for.hpp"
 #include "simd_lanes.hpp"
 
@@ -124,21 +125,6 @@ void store_first(T* p, VecOf<T> v, int64_t count) {
 #endif
 }
 
-// A heap buffer of n U, private to this file (a std::vector here would be a template instantiated
-// with this level's instructions that the linker could pick for the whole library).
-template <typename U>
-class Buffer {
- public:
-  explicit Buffer(int64_t n) : data_(new U[static_cast<size_t>(std::max<int64_t>(n, 1))]) {}
-  ~Buffer() { delete[] data_; }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  U* data() const { return data_; }
-
- private:
-  U* data_;
-};
-
 // f(kTaps) with kTaps = 9 for 3×3 kernels (the taps' loop unrolled), else 0 (the count at run time).
 template <typename F>
 void with_taps(int64_t taps, const F& f) {
@@ -151,7 +137,7 @@ void with_taps(int64_t taps, const F& f) {
 // output row 0 start; output row oh adds oh·sh·row_stride.
 struct InputLayout {
   int64_t rows, phase_len, row_stride, size;
-  Buffer<int64_t> offsets;
+  KernelBuffer<int64_t> offsets;
 
   explicit InputLayout(const Conv2dShape& s)
       : rows((s.H_out - 1) * s.stride_h + (s.kH - 1) * s.dilation_h + 1),
@@ -199,7 +185,7 @@ void fill_input_plane(const Conv2dShape& s, const InputLayout& layout, const T* 
 // input row 0 start (the taps reversed).
 struct GradLayout {
   int64_t rows, cols, size;
-  Buffer<int64_t> offsets;
+  KernelBuffer<int64_t> offsets;
 
   explicit GradLayout(const Conv2dShape& s)
       : rows(s.H + (s.kH - 1) * s.dilation_h), cols(s.W + (s.kW - 1) * s.dilation_w), size(rows * cols),
@@ -270,7 +256,7 @@ void depthwise_forward(const Conv2dShape& s, const T* x, const T* w, const T* bi
   const InputLayout layout(s);
   const int64_t plane_work = m * out_plane * taps + layout.size;
   parallel_for(s.N * s.C_in, ceil_div(kChunkWork, std::max<int64_t>(plane_work, 1)), [&](int64_t p0, int64_t p1) {
-    Buffer<T> padded(layout.size);
+    KernelBuffer<T> padded(layout.size);
     for (int64_t p = p0; p < p1; ++p) {  // p = n·C_in + c
       const int64_t n = p / s.C_in, c = p % s.C_in;
       fill_input_plane(s, layout, x + p * in_plane, padded.data());
@@ -294,7 +280,7 @@ void depthwise_backward_input(const Conv2dShape& s, const T* grad_y, const T* w,
   const GradLayout layout(s);
   const int64_t plane_work = m * (in_plane * taps + layout.size);
   parallel_for(s.N * s.C_in, ceil_div(kChunkWork, std::max<int64_t>(plane_work, 1)), [&](int64_t p0, int64_t p1) {
-    Buffer<T> grad(m * layout.size);  // [m, Hg, Wg]
+    KernelBuffer<T> grad(m * layout.size);  // [m, Hg, Wg]
     for (int64_t p = p0; p < p1; ++p) {  // p = n·C_in + c
       const int64_t n = p / s.C_in, c = p % s.C_in;
       for (int64_t j = 0; j < m; ++j)
@@ -345,9 +331,9 @@ void depthwise_backward_weight(const Conv2dShape& s, const T* x, const T* grad_y
   const InputLayout layout(s);
   const int64_t channel_work = s.N * (m * out_plane * taps + layout.size);
   parallel_for(s.C_in, ceil_div(kChunkWork, std::max<int64_t>(channel_work, 1)), [&](int64_t c0, int64_t c1) {
-    Buffer<T> padded(layout.size);
-    Buffer<double> lanes(m * taps * L);  // [m, taps, L]: the channel's double lanes
-    Buffer<V> plane_sums(taps);
+    KernelBuffer<T> padded(layout.size);
+    KernelBuffer<double> lanes(m * taps * L);  // [m, taps, L]: the channel's double lanes
+    KernelBuffer<V> plane_sums(taps);
     for (int64_t c = c0; c < c1; ++c) {
       std::fill(lanes.data(), lanes.data() + m * taps * L, 0.0);
       for (int64_t n = 0; n < s.N; ++n) {
