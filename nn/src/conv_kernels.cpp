@@ -26,8 +26,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
+#include "kernel_buffer.hpp"
 #include "ops/gemm.hpp"
 #include "parallel_for.hpp"
 
@@ -295,8 +295,12 @@ void col2im_add(const Conv2dShape& s, const T* col, int64_t Cig, int64_t p0, int
 // written before it is read, so which thread's buffer a tile uses cannot change a result.
 template <typename T, int kSlot>
 T* scratch(int64_t elements) {
-  thread_local std::vector<T> buffer;
-  if (static_cast<int64_t>(buffer.size()) < elements) buffer.resize(static_cast<size_t>(elements));
+  thread_local KernelBuffer<T> buffer(0);
+  thread_local int64_t capacity = 0;
+  if (capacity < elements) {
+    buffer = KernelBuffer<T>(elements);
+    capacity = elements;
+  }
   return buffer.data();
 }
 
@@ -446,7 +450,7 @@ void conv_backward_weight(const Conv2dShape& s, const T* x, const T* grad_y, T* 
   // Each chunk sums its tiles into its own slot, transposed: per group [Kg, Cog] = col · grad_yᵀ.
   // (Cog is typically a multiple of 16 or 32 and Kg = 9·Cig of 12, 14 or 16, so in this orientation
   // the GEMM's micro-tiles cover both sides without padded edge tiles.)
-  std::vector<T> partials(static_cast<size_t>(chunks * weight_size));
+  KernelBuffer<T> partials(chunks * weight_size);
   parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
     T* col = direct ? nullptr : scratch<T, 0>(t.Kg * t.images_per_tile * t.pixels_per_tile);
     T* gathered = t.images_per_tile > 1 ? scratch<T, 1>(Cog * t.images_per_tile * t.P) : nullptr;

@@ -17,9 +17,9 @@
 // build for every x86-64 CPU").
 #include "ops/small_gemm_kernels.hpp"
 
-#include <new>
 #include <type_traits>
 
+#include "kernel_buffer.hpp"
 #include "simd_lanes.hpp"
 
 // The kernels' lambdas pass SIMD vectors (see simd_lanes.hpp on -Wpsabi).
@@ -122,28 +122,16 @@ void row_block(const OperandA<T>& a, int64_t i0, int64_t N, int64_t K, const T* 
   for_each_tail_lane<T>(j, N, [&](auto lane) { columns(lane, std::integral_constant<int64_t, 1>{}); });
 }
 
-// An uninitialised buffer of n elements. Not a std::vector: its member functions are templates
-// outside this level's namespace, so their AVX copies from this unit would be weak symbols the
-// linker may pick for the whole library (tests/core/check_isa_objects.cmake).
-template <typename T>
-struct Scratch {
-  T* data;
-  explicit Scratch(size_t n) : data(static_cast<T*>(::operator new(n * sizeof(T)))) {}
-  ~Scratch() { ::operator delete(data); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-};
-
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
           int64_t ldb, T* C, int64_t ldc, bool accumulate) {
   const OperandA<T> a{A, trans_a ? 1 : lda, trans_a ? lda : 1};
-  Scratch<T> b_transposed(trans_b ? static_cast<size_t>(K * N) : 0);
+  KernelBuffer<T> b_transposed(trans_b ? K * N : 0);
   if (trans_b) {
     // B stored [N, K] -> op(B) = Bᵀ as [K, N]
     for (int64_t j = 0; j < N; ++j)
-      for (int64_t k = 0; k < K; ++k) b_transposed.data[k * N + j] = B[j * ldb + k];
-    B = b_transposed.data;
+      for (int64_t k = 0; k < K; ++k) b_transposed[static_cast<size_t>(k * N + j)] = B[j * ldb + k];
+    B = b_transposed.data();
     ldb = N;
   }
   int64_t i = 0;
