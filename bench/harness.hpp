@@ -378,10 +378,16 @@ inline Timing time_case(const Runner& runner, const Options& options) {
 
 }  // namespace detail
 
+// The command line's options, for a case that must choose between ways of running when it is built.
+inline Options& options() {
+  static Options parsed;
+  return parsed;
+}
+
 // The whole program: parses the flags, runs the selected cases, prints one line each.
 // Returns 0, or 1 when a case threw or produced a non-finite output (2 on a bad command line).
 inline int run_main(int argc, char** argv, const Backend& backend) {
-  Options options;
+  Options& options = bench::options();
   bool help = false;
   if (!detail::parse(argc, argv, options, help)) {
     detail::usage(argv[0]);

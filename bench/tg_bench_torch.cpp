@@ -192,7 +192,8 @@ bench::Runner adamw_step(bench::ToolkitShape shape) {
 // composite a user writes (nanoGPT's: q·kᵀ·scale, masked_fill of the upper triangle with −inf,
 // softmax, ·v) or at::_scaled_dot_product_attention (1.13's private op, its math path). Both are
 // timed for a few iterations when the case is built and the faster one is benchmarked; the choice
-// is printed on stderr.
+// is printed on stderr. With --min-time 0 (one sample: the CI's smoke run) each runs once, untimed
+// warm-up left out: the choice is then only a check that both paths run.
 bench::Runner attention_causal_forward_backward(bench::AttentionShape shape) {
   struct State {
     torch::Tensor q, k, v, dy, upper;
@@ -214,10 +215,11 @@ bench::Runner attention_causal_forward_backward(bench::AttentionShape shape) {
     std::get<0>(at::_scaled_dot_product_attention(s->q, s->k, s->v, {}, 0.0, false, /*is_causal=*/true))
         .backward(s->dy);
   };
-  auto seconds = [](const std::function<void()>& step) {
-    step();  // warm-up
+  const bool smoke = bench::options().min_time == 0;
+  auto seconds = [smoke](const std::function<void()>& step) {
+    if (!smoke) step();  // warm-up
     const auto start = bench::detail::Clock::now();
-    for (int i = 0; i < 3; ++i) step();
+    for (int i = 0; i < (smoke ? 1 : 3); ++i) step();
     return bench::detail::seconds_since(start);
   };
   const bool use_fused = seconds(fused) < seconds(composite);
