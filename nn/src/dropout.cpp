@@ -15,6 +15,7 @@
 
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
+#include "dropout_kernels.hpp"
 #include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 #include "random_draws.hpp"
@@ -37,25 +38,18 @@ T kept_noise(double keep_probability) {
   return T(1) / static_cast<T>(keep_probability);
 }
 
-// The noise of one element: kept (1 / (1 − p)) when keep is 1, else 0. A product with the 0 or 1
-// (exact either way), not a branch: the keep mask is random, so a branch would mispredict about
-// once every 1/p elements, and a select written as a multiply vectorises.
-template <typename T>
-inline T noise_of(bool keep, T kept) {
-  return static_cast<T>(keep) * kept;
-}
-
 // g times the noise of `keep`: keep ? 1 / (1 − p) : 0, elementwise; same shapes (tensors are
 // contiguous). Not recorded.
 Tensor times_noise(const Tensor& values, const Tensor& keep, double keep_probability) {
   return tg::detail::dispatch_floating("dropout", values.dtype(), [&]<typename T>() {
     const T kept = kept_noise<T>(keep_probability);
     Tensor out = make_tensor(values.shape(), values.dtype(), "dropout");
-    const T* __restrict in = values.data<T>();
-    const bool* __restrict keep_mask = keep.data<bool>();
-    T* __restrict result = out.mutable_data<T>();
+    const T* in = values.data<T>();
+    const bool* keep_mask = keep.data<bool>();
+    T* result = out.mutable_data<T>();
+    const auto& kernels = tg::detail::dropout_kernels_for_cpu().noise.of<T>();
     tg::detail::parallel_for(values.numel(), tg::detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) result[i] = in[i] * noise_of(keep_mask[i], kept);
+      kernels.times_noise(in + begin, keep_mask + begin, kept, result + begin, end - begin);
     });
     return out;
   });
@@ -74,15 +68,15 @@ Tensor functional::dropout(const Tensor& x, double p, bool training, Generator* 
   Tensor out = make_tensor(x.shape(), x.dtype(), "dropout");
   // A draw u = m · 2^-53 (m: the low 53 bits of a 64-bit word pair, as uniform_of<double>) is
   // exact, so u < 1 − p exactly when the integer m < (1 − p) · 2^53, i.e. m < ⌈(1 − p) · 2^53⌉
-  // (the product is exact: a power-of-two scaling). The same decision as the double compare, in
-  // integers, which vectorise.
-  constexpr uint64_t kMantissa = (uint64_t{1} << 53) - 1;
+  // (the product is exact: a power-of-two scaling). The same decisions as the double compare, in
+  // integers, which vectorise (dropout_kernels.cpp).
   const auto keep_below = static_cast<uint64_t>(std::ceil(std::ldexp(keep_probability, 53)));
+  const tg::detail::DropoutKernels& kernels = tg::detail::dropout_kernels_for_cpu();
   tg::detail::dispatch_floating("dropout", x.dtype(), [&]<typename T>() {
     const T kept = kept_noise<T>(keep_probability);
-    const T* __restrict in = x.data<T>();
-    bool* __restrict keep_mask = keep.mutable_data<bool>();
-    T* __restrict result = out.mutable_data<T>();
+    const T* in = x.data<T>();
+    bool* keep_mask = keep.mutable_data<bool>();
+    T* result = out.mutable_data<T>();
     const int64_t n = x.numel();
     // Sequential: each element's draw is the next word pair of one generator stream, taken a
     // block of words at a time (one call per block, not per word, keeps the call's overhead out
@@ -92,14 +86,8 @@ Tensor functional::dropout(const Tensor& x, double p, bool training, Generator* 
     for (int64_t i0 = 0; i0 < n; i0 += kDrawBlock) {
       const int64_t count = std::min(kDrawBlock, n - i0);
       draws.random_words(words.data(), 2 * count);
-      bool* __restrict block_keep = keep_mask + i0;
-      for (int64_t k = 0; k < count; ++k) {
-        const uint64_t bits = (uint64_t{words[2 * k]} << 32) | words[2 * k + 1];  // random64()
-        block_keep[k] = (bits & kMantissa) < keep_below;
-      }
-      const T* __restrict block_in = in + i0;
-      T* __restrict block_out = result + i0;
-      for (int64_t k = 0; k < count; ++k) block_out[k] = block_in[k] * noise_of(block_keep[k], kept);
+      kernels.mask.keep_mask(words.data(), count, keep_below, keep_mask + i0);
+      kernels.noise.of<T>().times_noise(in + i0, keep_mask + i0, kept, result + i0, count);
     }
   });
   if (autograd::needs_grad(x))
