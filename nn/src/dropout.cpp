@@ -10,9 +10,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <cstdint>
 
 #include "autograd/node.hpp"
-#include "ops/broadcast.hpp"
+#include "dispatch.hpp"
+#include "dropout_kernels.hpp"
 #include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 #include "random_draws.hpp"
@@ -35,12 +38,20 @@ T kept_noise(double keep_probability) {
   return T(1) / static_cast<T>(keep_probability);
 }
 
-// g times the noise of `keep`: keep ? 1 / (1 − p) : 0, elementwise; same shapes. Not recorded.
+// g times the noise of `keep`: keep ? 1 / (1 − p) : 0, elementwise; same shapes (tensors are
+// contiguous). Not recorded.
 Tensor times_noise(const Tensor& values, const Tensor& keep, double keep_probability) {
   return tg::detail::dispatch_floating("dropout", values.dtype(), [&]<typename T>() {
     const T kept = kept_noise<T>(keep_probability);
-    return tg::detail::broadcast_map<T, T, bool>(
-        values.shape(), [kept](T v, bool k) { return v * (k ? kept : T(0)); }, values, keep);
+    Tensor out = make_tensor(values.shape(), values.dtype(), "dropout");
+    const T* in = values.data<T>();
+    const bool* keep_mask = keep.data<bool>();
+    T* result = out.mutable_data<T>();
+    const auto& kernels = tg::detail::dropout_kernels_for_cpu().noise.of<T>();
+    tg::detail::parallel_for(values.numel(), tg::detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      kernels.times_noise(in + begin, keep_mask + begin, kept, result + begin, end - begin);
+    });
+    return out;
   });
 }
 
@@ -55,31 +66,29 @@ Tensor functional::dropout(const Tensor& x, double p, bool training, Generator* 
   const double keep_probability = 1.0 - p;
   Tensor keep = make_tensor(x.shape(), kBool, "dropout");
   Tensor out = make_tensor(x.shape(), x.dtype(), "dropout");
+  // A draw u = m · 2^-53 (m: the low 53 bits of a 64-bit word pair, as uniform_of<double>) is
+  // exact, so u < 1 − p exactly when the integer m < (1 − p) · 2^53, i.e. m < ⌈(1 − p) · 2^53⌉
+  // (the product is exact: a power-of-two scaling). The same decisions as the double compare, in
+  // integers, which vectorise (dropout_kernels.cpp).
+  const auto keep_below = static_cast<uint64_t>(std::ceil(std::ldexp(keep_probability, 53)));
+  const tg::detail::DropoutKernels& kernels = tg::detail::dropout_kernels_for_cpu();
   tg::detail::dispatch_floating("dropout", x.dtype(), [&]<typename T>() {
     const T kept = kept_noise<T>(keep_probability);
     const T* in = x.data<T>();
     bool* keep_mask = keep.mutable_data<bool>();
     T* result = out.mutable_data<T>();
     const int64_t n = x.numel();
-    {
-      // Sequential: each element's draw is the next word pair of one generator stream, taken a
-      // block of words at a time (one call per block, not per word, keeps the call's overhead out
-      // of the per-element loop).
-      tg::detail::LockedGenerator draws(generator);
-      std::array<uint32_t, 2 * kDrawBlock> words;
-      for (int64_t i0 = 0; i0 < n; i0 += kDrawBlock) {
-        const int64_t count = std::min(kDrawBlock, n - i0);
-        draws.random_words(words.data(), 2 * count);
-        for (int64_t k = 0; k < count; ++k) {
-          const uint64_t bits = (uint64_t{words[2 * k]} << 32) | words[2 * k + 1];  // random64()
-          keep_mask[i0 + k] = tg::detail::LockedGenerator::uniform_of<double>(bits, 0.0, 1.0) < keep_probability;
-        }
-      }
+    // Sequential: each element's draw is the next word pair of one generator stream, taken a
+    // block of words at a time (one call per block, not per word, keeps the call's overhead out
+    // of the per-element loop). Each block's products follow while its mask is in L1: one pass.
+    tg::detail::LockedGenerator draws(generator);
+    std::array<uint32_t, 2 * kDrawBlock> words;
+    for (int64_t i0 = 0; i0 < n; i0 += kDrawBlock) {
+      const int64_t count = std::min(kDrawBlock, n - i0);
+      draws.random_words(words.data(), 2 * count);
+      kernels.mask.keep_mask(words.data(), count, keep_below, keep_mask + i0);
+      kernels.noise.of<T>().times_noise(in + i0, keep_mask + i0, kept, result + i0, count);
     }
-    // The masks known, the products are independent: in parallel.
-    tg::detail::parallel_for(n, tg::detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) result[i] = in[i] * (keep_mask[i] ? kept : T(0));
-    });
   });
   if (autograd::needs_grad(x))
     autograd::record(out, "DropoutBackward", {x},

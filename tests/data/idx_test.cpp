@@ -89,6 +89,27 @@ TEST_CASE("read_idx(path, dtype) converts as it reads", "[data][idx]") {
   REQUIRE(data::read_idx(floats, kInt64).to_vector<int64_t>() == std::vector<int64_t>{2, -1});  // as .to()
 }
 
+TEST_CASE("read_idx reads a large gzipped file into a tensor prepared while it inflates", "[data][idx]") {
+  // More than the first 64 KiB step of inflating, so the result's tensor is made from the header
+  // and its pages are touched while the rest inflates (idx.cpp); every value must still be the file's.
+  const uint32_t rows = 300, columns = 301;
+  std::string payload(size_t{rows} * columns, '\0');
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>((i * 7919 + i / 251) & 0xff);
+  const auto [plain, gzipped] = write_both("large.idx", idx_bytes(0x08, {rows, columns}, payload));
+  const Tensor as_float = data::read_idx(gzipped, kFloat32);
+  REQUIRE(as_float.shape() == Shape{rows, columns});
+  const std::vector<float> values = as_float.to_vector<float>();
+  bool all_equal = true;
+  for (size_t i = 0; i < payload.size(); ++i)
+    all_equal = all_equal && values[i] == static_cast<float>(static_cast<unsigned char>(payload[i]));
+  REQUIRE(all_equal);
+  REQUIRE(data::read_idx(gzipped).to_vector<int64_t>() == data::read_idx(plain).to_vector<int64_t>());
+  // The same file with its last byte missing: reported as before, nothing decoded.
+  const std::string cut = scratch_path("large_cut.idx.gz");
+  data_test::write_gzip(cut, idx_bytes(0x08, {rows, columns}, payload.substr(0, payload.size() - 1)));
+  REQUIRE_TG_ERROR(data::read_idx(cut, kFloat32), Catch::Contains("is truncated at byte offset"));
+}
+
 TEST_CASE("read_idx reads a file with a zero dim and one of several gzip members", "[data][idx]") {
   const auto [plain, gzipped] = write_both("empty.idx", idx_bytes(0x08, {0, 28, 28}, ""));
   REQUIRE(data::read_idx(plain).shape() == Shape{0, 28, 28});
