@@ -89,18 +89,6 @@ void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
   }
   const GemmKernel& kernel = gemm_kernel();  // may throw tg::Error (a bad TG_GEMM_KERNEL): before any work
   const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
-#ifdef TG_HAVE_BLIS
-  // A few large products on BLIS's kernel: one after the other, each split by the blocked loops
-  // themselves (ops/gemm_blocked.cpp), which pack the operand the threads share once and keep the
-  // micro-tile grid and K blocks of a serial run, so the bits are the serial kernel's.
-  if (batch < kTiledBelowBatch && kernel.packed && M * N * K >= kParallelFlops &&
-      M * N * K >= (trans_b ? kernel.packed_from_trans_b : kernel.packed_from)) {
-    for (int64_t i = 0; i < batch; ++i)
-      parallel_blocked_gemm(kernel.packed, trans_a, trans_b, M, N, K, A + i * stride_a, lda, B + i * stride_b, ldb,
-                            C + i * stride_c, N, accumulate);
-    return;
-  }
-#endif
   // The pieces are a function of batch, M, N and K only, never of the thread count: each element
   // of C is computed by one serial call with the whole K, so results are bitwise identical at any
   // thread count. Within a matrix, rows first (a row tile of C needs only its rows of op(A));
@@ -109,6 +97,18 @@ void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
   const int64_t tiles = batch >= kTiledBelowBatch || work < kParallelFlops
                             ? 1
                             : std::clamp<int64_t>(work / kFlopsPerTile, 1, kMaxTiles);
+#ifdef TG_HAVE_BLIS
+  // A few large products on BLIS's kernel, each large enough to split: one after the other, each
+  // split by the blocked loops themselves (ops/gemm_blocked.cpp), which pack the operand the
+  // threads share once and keep the micro-tile grid and K blocks of a serial run, so the bits are
+  // the serial kernel's at any thread count.
+  if (tiles > 1 && kernel.packed && work >= (trans_b ? kernel.packed_from_trans_b : kernel.packed_from)) {
+    for (int64_t i = 0; i < batch; ++i)
+      parallel_blocked_gemm(kernel.packed, trans_a, trans_b, M, N, K, A + i * stride_a, lda, B + i * stride_b, ldb,
+                            C + i * stride_c, N, accumulate);
+    return;
+  }
+#endif
   const int64_t row_tiles = std::clamp<int64_t>(M / kMinTileSize, 1, tiles);
   const int64_t col_tiles = std::clamp<int64_t>(N / kMinTileSize, 1, ceil_div(tiles, row_tiles));
   const int64_t rows_per_tile = ceil_div(M, row_tiles), cols_per_tile = ceil_div(N, col_tiles);
