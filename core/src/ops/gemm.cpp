@@ -1,7 +1,8 @@
-// Row-major GEMM: a serial kernel (BLIS's micro-kernel of the configuration chosen from the CPU's
-// features, in our own blocked loops, for large products; our per-level small-product kernel, or
-// Eigen, for the rest) on a few large tiles of C, run in parallel by oneTBB. A batch of products
-// is one parallel loop over (matrix, tile) pieces: one dispatch, one parallel_for.
+// Row-major GEMM: BLIS's micro-kernel of the configuration chosen from the CPU's features, in our
+// own blocked loops, for large products, which those loops split across the threads sharing one
+// packed operand (ops/gemm_blocked.cpp); our per-level small-product kernel, or Eigen, for the rest,
+// serially on a few large tiles of C run in parallel by oneTBB. A batch of many products is one
+// parallel loop over (matrix, tile) pieces: one dispatch, one parallel_for.
 #include "ops/gemm.hpp"
 
 #include <Eigen/Core>

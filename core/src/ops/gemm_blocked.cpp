@@ -12,6 +12,12 @@
 //     for pc in K step KC:
 //       for ic in m step MC:          A' block [MC, KC] packed into panels of MR rows (L2)
 //         for jr, ir:                 C'[MR, NR] += A' panel · B' panel (the micro-kernel, L1)
+//
+// On several threads (parallel_blocked_gemm) the ic loop is split, as BLIS and OpenBLAS split it:
+// all of B' is packed once, ahead, by all threads together, and each piece of rows packs its own A'
+// blocks and streams the shared B' from L3. Two independent tiles of C would each pack the whole
+// operand they share (a third more packing at two threads) and split the work in two fixed halves,
+// so a thread slowed by another process left the other idle.
 #include "ops/gemm_blocked.hpp"
 
 #include <tbb/task_arena.h>
