@@ -31,15 +31,13 @@ struct Vec8Of<double> {
 template <typename T>
 using Vec8 = typename Vec8Of<T>::type;
 
-// Rows [0, H) × columns [0, 8) of `rows` (row stride row_step, contiguous columns), H ≤ 8, written
-// transposed: column c to out[c·out_step .. + H). A panel of 12 rows (skx's NR) is a tile of 8 and
-// one of 4, a panel of 6 (the AVX2 kernels' MR) one of 6: the rows past H are the last row again,
-// shuffled along and never stored.
-template <typename T, int64_t H = kTile>
+// Rows [0, 8) × columns [0, 8) of `rows` (row stride row_step, contiguous columns) written
+// transposed: column c to out[c·out_step .. + 8).
+template <typename T>
 void transpose_tile(const T* rows, int64_t row_step, T* out, int64_t out_step) {
   using V = Vec8<T>;
   V r[kTile];
-  for (int64_t i = 0; i < kTile; ++i) __builtin_memcpy(&r[i], rows + (i < H ? i : H - 1) * row_step, sizeof(V));
+  for (int64_t i = 0; i < kTile; ++i) __builtin_memcpy(&r[i], rows + i * row_step, sizeof(V));
   // Round 1: pairs of rows interleaved element by element: t[2i] holds columns 0,1,4,5 of rows
   // 2i, 2i+1; t[2i+1] columns 2,3,6,7.
   V t[kTile], u[kTile];
@@ -59,22 +57,8 @@ void transpose_tile(const T* rows, int64_t row_step, T* out, int64_t out_step) {
   for (int64_t c = 0; c < 4; ++c) {
     const V low = __builtin_shufflevector(u[c], u[4 + c], 0, 1, 2, 3, 8, 9, 10, 11);
     const V high = __builtin_shufflevector(u[c], u[4 + c], 4, 5, 6, 7, 12, 13, 14, 15);
-    __builtin_memcpy(out + c * out_step, &low, H * sizeof(T));
-    __builtin_memcpy(out + (c + 4) * out_step, &high, H * sizeof(T));
-  }
-}
-
-// transpose_tile for the last rows of a panel, 1 ≤ height < 8.
-template <typename T>
-void transpose_short_tile(int64_t height, const T* rows, int64_t row_step, T* out, int64_t out_step) {
-  switch (height) {
-    case 1: return transpose_tile<T, 1>(rows, row_step, out, out_step);
-    case 2: return transpose_tile<T, 2>(rows, row_step, out, out_step);
-    case 3: return transpose_tile<T, 3>(rows, row_step, out, out_step);
-    case 4: return transpose_tile<T, 4>(rows, row_step, out, out_step);
-    case 5: return transpose_tile<T, 5>(rows, row_step, out, out_step);
-    case 6: return transpose_tile<T, 6>(rows, row_step, out, out_step);
-    default: return transpose_tile<T, 7>(rows, row_step, out, out_step);
+    __builtin_memcpy(out + c * out_step, &low, sizeof(V));
+    __builtin_memcpy(out + (c + 4) * out_step, &high, sizeof(V));
   }
 }
 
@@ -95,16 +79,15 @@ void pack_panels(const T* source, int64_t row_step, int64_t col_step, int64_t ro
       }
       continue;
     }
-    // Its rows are contiguous (col_step 1) or neither: a transposition, by tiles of 8 columns where
-    // its rows are contiguous.
+    // Its rows are contiguous (col_step 1) or neither: a transposition, by 8 × 8 tiles where they fit.
     int64_t p = 0;
     if (col_step == 1)
       for (; p + kTile <= depth; p += kTile) {
         int64_t r = 0;
         for (; r + kTile <= height; r += kTile)
           transpose_tile(panel + r * row_step + p, row_step, out + p * pack_rows + r, pack_rows);
-        if (r < height)
-          transpose_short_tile(height - r, panel + r * row_step + p, row_step, out + p * pack_rows + r, pack_rows);
+        for (; r < height; ++r)
+          for (int64_t c = 0; c < kTile; ++c) out[(p + c) * pack_rows + r] = panel[r * row_step + p + c];
       }
     for (; p < depth; ++p)
       for (int64_t r = 0; r < height; ++r) out[p * pack_rows + r] = panel[r * row_step + p * col_step];
