@@ -92,10 +92,6 @@ using MicroKernel = std::conditional_t<std::is_same_v<T, float>, sgemm_ukr_ft, d
 // The largest micro-tile (MR · NR) of any BLIS configuration (skx sgemm: 32 × 12).
 constexpr int64_t kMaxMicroTile = 1024;
 
-}  // namespace
-
-namespace {
-
 // One product C'[m, n] = A'[m, K]·B'[K, n] in the kernel's terms, with the context's block sizes,
 // split into pieces the loops below run independently. Every piece keeps the micro-tile grid of the
 // whole product (pieces start on multiples of MR rows and NR columns; MC and NC are multiples of
