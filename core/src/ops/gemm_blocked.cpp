@@ -246,12 +246,16 @@ class SharedPackPool {
     return buffer;
   }
   void give_back(std::unique_ptr<PackBuffer> buffer) {
+    // A buffer larger than kKeepBytes goes back to the allocator: the pool must not hold a giant
+    // product's operand for the rest of the process (its page faults cost little next to its product).
+    if (buffer->bytes > kKeepBytes) return;
     std::lock_guard lock(mutex_);
     // Two are kept (the largest products' operands; more only when products nest).
     if (free_.size() < 2) free_.push_back(std::move(buffer));
   }
 
  private:
+  static constexpr size_t kKeepBytes = size_t{64} << 20;  // B' of a 4096 × 4096 float operand
   std::mutex mutex_;
   std::vector<std::unique_ptr<PackBuffer>> free_;
 };
