@@ -210,4 +210,36 @@ TEMPLATE_TEST_CASE("gemm: the blocked kernel on strided operands and an inner bl
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = N; j < ldc; ++j) REQUIRE(std::memcmp(&C[i * ldc + j], &C0[i * ldc + j], sizeof(TestType)) == 0);
 }
+
+TEMPLATE_TEST_CASE("gemm: the parallel blocked kernel is bitwise the serial one at 1, 2 and 3 threads",
+                   "[core][matmul][gemm]", float, double) {
+  cntx_t* context = tg::detail::gemm_kernel().packed;
+  if (context == nullptr) {
+    WARN("the chosen kernel (" << tg::detail::gemm_kernel().name << ") is not BLIS's: nothing to test");
+    return;
+  }
+  // Split by the rows of A' and, where A' is too short for the threads (37 rows: 2 panels of skx's 32
+  // for N = 37, 7 of the AVX2 kernels' 6 for M = 37), by the columns of B'; K of one block, and of
+  // three with a short last one (900 = 384 + 384 + 132 on skx, 256 · 3 + 132 on AVX2).
+  const auto [M, N, K] = GENERATE(std::array<int64_t, 3>{521, 263, 97}, std::array<int64_t, 3>{37, 2503, 401},
+                                  std::array<int64_t, 3>{2503, 37, 401}, std::array<int64_t, 3>{300, 200, 900});
+  const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true), accumulate = GENERATE(false, true);
+  CAPTURE(M, N, K, trans_a, trans_b, accumulate);
+  const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+  std::mt19937 rng(13);
+  const std::vector<TestType> A = random_values<TestType>(M * K, rng), B = random_values<TestType>(K * N, rng);
+  const std::vector<TestType> C0 = random_values<TestType>(M * N, rng);
+  std::vector<TestType> serial = C0;
+  tg::detail::blocked_gemm(context, trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, serial.data(), N,
+                           accumulate);
+  for (const int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    std::vector<TestType> C = C0;
+    tbb::task_arena(threads).execute([&] {
+      tg::detail::parallel_blocked_gemm(context, trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, C.data(), N,
+                                        accumulate);
+    });
+    REQUIRE(std::memcmp(C.data(), serial.data(), C.size() * sizeof(TestType)) == 0);
+  }
+}
 #endif

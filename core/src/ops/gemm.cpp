@@ -1,7 +1,8 @@
-// Row-major GEMM: a serial kernel (BLIS's micro-kernel of the configuration chosen from the CPU's
-// features, in our own blocked loops, for large products; our per-level small-product kernel, or
-// Eigen, for the rest) on a few large tiles of C, run in parallel by oneTBB. A batch of products
-// is one parallel loop over (matrix, tile) pieces: one dispatch, one parallel_for.
+// Row-major GEMM: BLIS's micro-kernel of the configuration chosen from the CPU's features, in our
+// own blocked loops, for large products, which those loops split across the threads sharing one
+// packed operand (ops/gemm_blocked.cpp); our per-level small-product kernel, or Eigen, for the rest,
+// serially on a few large tiles of C run in parallel by oneTBB. A batch of many products is one
+// parallel loop over (matrix, tile) pieces: one dispatch, one parallel_for.
 #include "ops/gemm.hpp"
 
 #include <Eigen/Core>
@@ -97,6 +98,18 @@ void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
   const int64_t tiles = batch >= kTiledBelowBatch || work < kParallelFlops
                             ? 1
                             : std::clamp<int64_t>(work / kFlopsPerTile, 1, kMaxTiles);
+#ifdef TG_HAVE_BLIS
+  // A few large products on BLIS's kernel, each large enough to split: one after the other, each
+  // split by the blocked loops themselves (ops/gemm_blocked.cpp), which pack the operand the
+  // threads share once and keep the micro-tile grid and K blocks of a serial run, so the bits are
+  // the serial kernel's at any thread count.
+  if (tiles > 1 && kernel.packed && work >= (trans_b ? kernel.packed_from_trans_b : kernel.packed_from)) {
+    for (int64_t i = 0; i < batch; ++i)
+      parallel_blocked_gemm(kernel.packed, trans_a, trans_b, M, N, K, A + i * stride_a, lda, B + i * stride_b, ldb,
+                            C + i * stride_c, N, accumulate);
+    return;
+  }
+#endif
   const int64_t row_tiles = std::clamp<int64_t>(M / kMinTileSize, 1, tiles);
   const int64_t col_tiles = std::clamp<int64_t>(N / kMinTileSize, 1, ceil_div(tiles, row_tiles));
   const int64_t rows_per_tile = ceil_div(M, row_tiles), cols_per_tile = ceil_div(N, col_tiles);

@@ -12,11 +12,22 @@
 //     for pc in K step KC:
 //       for ic in m step MC:          A' block [MC, KC] packed into panels of MR rows (L2)
 //         for jr, ir:                 C'[MR, NR] += A' panel · B' panel (the micro-kernel, L1)
+//
+// On several threads (parallel_blocked_gemm) the ic loop is split, as BLIS and OpenBLAS split it:
+// all of B' is packed once, ahead, by all threads together, and each piece of rows packs its own A'
+// blocks and streams the shared B' from L3. Two independent tiles of C would each pack the whole
+// operand they share (a third more packing at two threads) and split the work in two fixed halves,
+// so a thread slowed by another process left the other idle.
 #include "ops/gemm_blocked.hpp"
 
+#include <tbb/task_arena.h>
+
 #include <algorithm>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <type_traits>
+#include <vector>
 
 #include "ops/gemm_pack_kernels.hpp"
 #include "parallel_for.hpp"
@@ -81,100 +92,251 @@ using MicroKernel = std::conditional_t<std::is_same_v<T, float>, sgemm_ukr_ft, d
 // The largest micro-tile (MR · NR) of any BLIS configuration (skx sgemm: 32 × 12).
 constexpr int64_t kMaxMicroTile = 1024;
 
-}  // namespace
-
+// One product C'[m, n] = A'[m, K]·B'[K, n] in the kernel's terms, with the context's block sizes,
+// split into pieces the loops below run independently. Every piece keeps the micro-tile grid of the
+// whole product (pieces start on multiples of MR rows and NR columns; MC and NC are multiples of
+// them), and each C'[i, j] is the micro-kernel's sum over the same K blocks: which piece, and which
+// thread, computes an element never changes its bits.
 template <typename T>
-void blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
-                  int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
-  constexpr num_t dt = std::is_same_v<T, float> ? BLIS_FLOAT : BLIS_DOUBLE;
-  const auto micro_kernel = reinterpret_cast<MicroKernel<T>>(bli_cntx_get_l3_nat_ukr_dt(dt, BLIS_GEMM_UKR, context));
-  const int64_t MR = bli_cntx_get_blksz_def_dt(dt, BLIS_MR, context);
-  const int64_t NR = bli_cntx_get_blksz_def_dt(dt, BLIS_NR, context);
-  // The packed panels' leading dimensions, which BLIS's tables may pad beyond MR and NR.
-  const int64_t pack_mr = bli_cntx_get_blksz_max_dt(dt, BLIS_MR, context);
-  const int64_t pack_nr = bli_cntx_get_blksz_max_dt(dt, BLIS_NR, context);
-  const int64_t KC = bli_cntx_get_blksz_def_dt(dt, BLIS_KC, context);
-  const int64_t MC = bli_cntx_get_blksz_def_dt(dt, BLIS_MC, context);
-  const int64_t NC = bli_cntx_get_blksz_def_dt(dt, BLIS_NC, context);
-  const int64_t KC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_KC, context);
-  const int64_t MC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_MC, context);
-  const int64_t NC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_NC, context);
-  check(MR * NR <= kMaxMicroTile, "gemm", "BLIS micro-tile ", MR, "x", NR, " is larger than ", kMaxMicroTile);
+struct BlockedProduct {
+  static constexpr num_t dt = std::is_same_v<T, float> ? BLIS_FLOAT : BLIS_DOUBLE;
+  cntx_t* context;
+  MicroKernel<T> micro_kernel;
+  int64_t MR, NR, pack_mr, pack_nr, KC, MC, NC, KC_max, MC_max, NC_max;
+  Strided<T> a_rows, b_columns;  // A'[m, K] and B'ᵀ[n, K]
+  int64_t m, n, K;
+  T* C;
+  inc_t rs_c, cs_c;
+  bool transpose_c, accumulate;
 
-  // op(A)[i, k] and op(B)[k, j] as strided views of the stored row-major matrices.
-  const Strided<T> op_a{A, trans_a ? 1 : lda, trans_a ? lda : 1};
-  const Strided<T> op_b{B, trans_b ? 1 : ldb, trans_b ? ldb : 1};
-  // A micro-kernel that keeps columns of C in its registers (skx) writes a column-major C fastest:
-  // then it computes Cᵀ = op(B)ᵀ·op(A)ᵀ, as BLIS itself does, with C row-major seen as Cᵀ
-  // column-major. The packed operands are A' by rows and B' by columns, both as "panel rows".
-  const bool transpose_c = bli_cntx_l3_nat_ukr_prefers_cols_dt(dt, BLIS_GEMM_UKR, context);
-  const Strided<T> a_rows = transpose_c ? op_b.transposed() : op_a;  // A'[m, K]
-  const Strided<T> b_columns = transpose_c ? op_a : op_b.transposed();  // B'ᵀ[n, K]
-  const int64_t m = transpose_c ? N : M, n = transpose_c ? M : N;
-  const inc_t rs_c = transpose_c ? 1 : ldc, cs_c = transpose_c ? ldc : 1;
+  BlockedProduct(cntx_t* context_, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K_, const T* A,
+                 int64_t lda, const T* B, int64_t ldb, T* C_, int64_t ldc, bool accumulate_)
+      : context(context_), K(K_), C(C_), accumulate(accumulate_) {
+    micro_kernel = reinterpret_cast<MicroKernel<T>>(bli_cntx_get_l3_nat_ukr_dt(dt, BLIS_GEMM_UKR, context));
+    MR = bli_cntx_get_blksz_def_dt(dt, BLIS_MR, context);
+    NR = bli_cntx_get_blksz_def_dt(dt, BLIS_NR, context);
+    // The packed panels' leading dimensions, which BLIS's tables may pad beyond MR and NR.
+    pack_mr = bli_cntx_get_blksz_max_dt(dt, BLIS_MR, context);
+    pack_nr = bli_cntx_get_blksz_max_dt(dt, BLIS_NR, context);
+    KC = bli_cntx_get_blksz_def_dt(dt, BLIS_KC, context);
+    MC = bli_cntx_get_blksz_def_dt(dt, BLIS_MC, context);
+    NC = bli_cntx_get_blksz_def_dt(dt, BLIS_NC, context);
+    KC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_KC, context);
+    MC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_MC, context);
+    NC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_NC, context);
+    check(MR * NR <= kMaxMicroTile, "gemm", "BLIS micro-tile ", MR, "x", NR, " is larger than ", kMaxMicroTile);
+    check(MC % MR == 0 && NC % NR == 0, "gemm", "BLIS blocks MC ", MC, ", NC ", NC, " are not multiples of MR ", MR,
+          ", NR ", NR);
+    // op(A)[i, k] and op(B)[k, j] as strided views of the stored row-major matrices.
+    const Strided<T> op_a{A, trans_a ? 1 : lda, trans_a ? lda : 1};
+    const Strided<T> op_b{B, trans_b ? 1 : ldb, trans_b ? ldb : 1};
+    // A micro-kernel that keeps columns of C in its registers (skx) writes a column-major C
+    // fastest: then it computes Cᵀ = op(B)ᵀ·op(A)ᵀ, as BLIS itself does, with C row-major seen as
+    // Cᵀ column-major. The packed operands are A' by rows and B' by columns, both as "panel rows".
+    transpose_c = bli_cntx_l3_nat_ukr_prefers_cols_dt(dt, BLIS_GEMM_UKR, context);
+    a_rows = transpose_c ? op_b.transposed() : op_a;
+    b_columns = transpose_c ? op_a : op_b.transposed();
+    m = transpose_c ? N : M;
+    n = transpose_c ? M : N;
+    rs_c = transpose_c ? 1 : ldc;
+    cs_c = transpose_c ? ldc : 1;
+  }
 
-  // Per-thread buffers for this product's largest blocks (a last block may reach the maximum size;
-  // never BLIS's whole MC × KC when the product is smaller).
-  thread_local PackBuffer a_buffer, b_buffer;
-  const int64_t kc_most = std::min(K, KC_max);
-  T* a_packed = a_buffer.get<T>(ceil_div(std::min(m, MC_max), MR) * kc_most * pack_mr);
-  T* b_packed = b_buffer.get<T>(ceil_div(std::min(n, NC_max), NR) * kc_most * pack_nr);
-  alignas(64) T edge[kMaxMicroTile];  // an edge tile, MR × NR in the kernel's preferred storage
-  const inc_t edge_rs = transpose_c ? 1 : NR, edge_cs = transpose_c ? MR : 1;
+  // A whole operand packed ahead (`rows` rows of `source` in panels of `panel_rows`, padded to
+  // `pack_rows`), every K block of it: the block starting at depth pc holds Σ(earlier kc) = pc
+  // columns' worth of panels before it, so it begins at pc·panels·pack_rows, and its panel q at
+  // q·kc·pack_rows from there, the layout pack_panels writes for one block.
+  struct Packed {
+    const T* data;
+    int64_t panels, pack_rows;
+    const T* block(int64_t pc, int64_t kc, int64_t first_panel) const {
+      return data + pc * panels * pack_rows + first_panel * kc * pack_rows;
+    }
+  };
 
-  T one = T(1), zero = T(0);
-  auxinfo_t aux{};
-  bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux);
-  bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
-  bli_auxinfo_set_is_a(1, &aux);
-  bli_auxinfo_set_is_b(1, &aux);
-  for (int64_t jc = 0, nc; jc < n; jc += nc) {
-    nc = next_block(n - jc, NC, NC_max);
+  // Packs panels [first, last) of `source` (all of its K blocks) into `to`'s layout.
+  void pack_ahead(Strided<T> source, int64_t rows, int64_t panel_rows, const Packed& to, int64_t first,
+                  int64_t last) const {
+    const int64_t row0 = first * panel_rows, row1 = std::min(rows, last * panel_rows);
     for (int64_t pc = 0, kc; pc < K; pc += kc) {
       kc = next_block(K - pc, KC, KC_max);
-      // The first K block overwrites C unless accumulating; the later ones add to it.
-      T* beta = pc == 0 && !accumulate ? &zero : &one;
-      pack_panels(b_columns.at(jc, pc), nc, kc, NR, pack_nr, kc * pack_nr, b_packed);
-      bli_auxinfo_set_ps_b(kc * pack_nr, &aux);
-      for (int64_t ic = 0, mc; ic < m; ic += mc) {
-        mc = next_block(m - ic, MC, MC_max);
-        pack_panels(a_rows.at(ic, pc), mc, kc, MR, pack_mr, kc * pack_mr, a_packed);
-        bli_auxinfo_set_ps_a(kc * pack_mr, &aux);
-        const int64_t a_panels = ceil_div(mc, MR), b_panels = ceil_div(nc, NR);
-        for (int64_t jr = 0; jr < b_panels; ++jr) {
-          T* b_panel = b_packed + jr * kc * pack_nr;
-          for (int64_t ir = 0; ir < a_panels; ++ir) {
-            T* a_panel = a_packed + ir * kc * pack_mr;
-            // The panels the kernel may prefetch next: the next of A, or the first with the next B.
-            const bool last_a = ir + 1 == a_panels;
-            bli_auxinfo_set_next_a(last_a ? a_packed : a_panel + kc * pack_mr, &aux);
-            bli_auxinfo_set_next_b(last_a && jr + 1 < b_panels ? b_panel + kc * pack_nr : b_panel, &aux);
-            const int64_t i0 = ic + ir * MR, j0 = jc + jr * NR;
-            const int64_t rows = std::min(MR, m - i0), cols = std::min(NR, n - j0);
-            T* c = C + i0 * rs_c + j0 * cs_c;
-            if (rows == MR && cols == NR) {
-              micro_kernel(MR, NR, kc, &one, a_panel, b_panel, beta, c, rs_c, cs_c, &aux, context);
-              continue;
-            }
-            // An edge: the full tile into `edge` (its padding rows and columns are zero products),
-            // then only the part inside C, added as the kernel would (c·β + ab, β ∈ {0, 1}).
-            micro_kernel(MR, NR, kc, &one, a_panel, b_panel, &zero, edge, edge_rs, edge_cs, &aux, context);
-            for (int64_t i = 0; i < rows; ++i)
-              for (int64_t j = 0; j < cols; ++j) {
-                T& to = c[i * rs_c + j * cs_c];
-                const T product = edge[i * edge_rs + j * edge_cs];
-                to = beta == &zero ? product : to + product;
+      pack_panels(source.at(row0, pc), row1 - row0, kc, panel_rows, to.pack_rows, kc * to.pack_rows,
+                  const_cast<T*>(to.block(pc, kc, first)));
+    }
+  }
+
+  // C'[m0..m1, n0..n1] by GotoBLAS's loops; an operand given as `ahead` is read from it, the other
+  // packed here block by block into this thread's buffers. m0 and n0 are multiples of MR and NR.
+  void run(int64_t m0, int64_t m1, int64_t n0, int64_t n1, const Packed* a_ahead, const Packed* b_ahead) const {
+    // Per-thread buffers for this piece's largest blocks (a last block may reach the maximum size;
+    // never BLIS's whole MC × KC when the product is smaller).
+    thread_local PackBuffer a_buffer, b_buffer;
+    const int64_t kc_most = std::min(K, KC_max);
+    T* a_packed = a_ahead ? nullptr : a_buffer.get<T>(ceil_div(std::min(m1 - m0, MC_max), MR) * kc_most * pack_mr);
+    T* b_packed = b_ahead ? nullptr : b_buffer.get<T>(ceil_div(std::min(n1 - n0, NC_max), NR) * kc_most * pack_nr);
+    alignas(64) T edge[kMaxMicroTile];  // an edge tile, MR × NR in the kernel's preferred storage
+    const inc_t edge_rs = transpose_c ? 1 : NR, edge_cs = transpose_c ? MR : 1;
+
+    T one = T(1), zero = T(0);
+    auxinfo_t aux{};
+    bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux);
+    bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
+    bli_auxinfo_set_is_a(1, &aux);
+    bli_auxinfo_set_is_b(1, &aux);
+    for (int64_t jc = n0, nc; jc < n1; jc += nc) {
+      nc = next_block(n1 - jc, NC, NC_max);
+      for (int64_t pc = 0, kc; pc < K; pc += kc) {
+        kc = next_block(K - pc, KC, KC_max);
+        // The first K block overwrites C unless accumulating; the later ones add to it.
+        T* beta = pc == 0 && !accumulate ? &zero : &one;
+        const T* b_block = b_packed;
+        if (b_ahead) b_block = b_ahead->block(pc, kc, jc / NR);
+        else pack_panels(b_columns.at(jc, pc), nc, kc, NR, pack_nr, kc * pack_nr, b_packed);
+        bli_auxinfo_set_ps_b(kc * pack_nr, &aux);
+        for (int64_t ic = m0, mc; ic < m1; ic += mc) {
+          mc = next_block(m1 - ic, MC, MC_max);
+          const T* a_block = a_packed;
+          if (a_ahead) a_block = a_ahead->block(pc, kc, ic / MR);
+          else pack_panels(a_rows.at(ic, pc), mc, kc, MR, pack_mr, kc * pack_mr, a_packed);
+          bli_auxinfo_set_ps_a(kc * pack_mr, &aux);
+          const int64_t a_panels = ceil_div(mc, MR), b_panels = ceil_div(nc, NR);
+          for (int64_t jr = 0; jr < b_panels; ++jr) {
+            T* b_panel = const_cast<T*>(b_block) + jr * kc * pack_nr;
+            for (int64_t ir = 0; ir < a_panels; ++ir) {
+              T* a_panel = const_cast<T*>(a_block) + ir * kc * pack_mr;
+              // The panels the kernel may prefetch next: the next of A, or the first with the next B.
+              const bool last_a = ir + 1 == a_panels;
+              bli_auxinfo_set_next_a(last_a ? const_cast<T*>(a_block) : a_panel + kc * pack_mr, &aux);
+              bli_auxinfo_set_next_b(last_a && jr + 1 < b_panels ? b_panel + kc * pack_nr : b_panel, &aux);
+              const int64_t i0 = ic + ir * MR, j0 = jc + jr * NR;
+              const int64_t rows = std::min(MR, m - i0), cols = std::min(NR, n - j0);
+              T* c = C + i0 * rs_c + j0 * cs_c;
+              if (rows == MR && cols == NR) {
+                micro_kernel(MR, NR, kc, &one, a_panel, b_panel, beta, c, rs_c, cs_c, &aux, context);
+                continue;
               }
+              // An edge: the full tile into `edge` (its padding rows and columns are zero
+              // products), then only the part inside C, added as the kernel would (c·β + ab, β ∈ {0, 1}).
+              micro_kernel(MR, NR, kc, &one, a_panel, b_panel, &zero, edge, edge_rs, edge_cs, &aux, context);
+              for (int64_t i = 0; i < rows; ++i)
+                for (int64_t j = 0; j < cols; ++j) {
+                  T& to = c[i * rs_c + j * cs_c];
+                  const T product = edge[i * edge_rs + j * edge_cs];
+                  to = beta == &zero ? product : to + product;
+                }
+            }
           }
         }
       }
     }
   }
+};
+
+// Buffers for an operand packed ahead, shared by the threads of one product: taken from this pool
+// for the product and given back after, so each keeps its pages (no page faults per product) and
+// a product started while another waits for its threads (oneTBB may run one inside the other's
+// wait) gets a buffer of its own.
+class SharedPackPool {
+ public:
+  std::unique_ptr<PackBuffer> take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) return std::make_unique<PackBuffer>();
+    std::unique_ptr<PackBuffer> buffer = std::move(free_.back());
+    free_.pop_back();
+    return buffer;
+  }
+  void give_back(std::unique_ptr<PackBuffer> buffer) {
+    // A buffer larger than kKeepBytes goes back to the allocator: the pool must not hold a giant
+    // product's operand for the rest of the process (its page faults cost little next to its product).
+    if (buffer->bytes > kKeepBytes) return;
+    std::lock_guard lock(mutex_);
+    // Two are kept (the largest products' operands; more only when products nest).
+    if (free_.size() < 2) free_.push_back(std::move(buffer));
+  }
+
+ private:
+  static constexpr size_t kKeepBytes = size_t{64} << 20;  // B' of a 4096 × 4096 float operand
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<PackBuffer>> free_;
+};
+
+SharedPackPool& shared_pack_pool() {
+  static SharedPackPool pool;
+  return pool;
+}
+
+// Splits `panels` panels into `pieces` runs as equal as whole panels allow: piece p is
+// [p·panels/pieces, (p+1)·panels/pieces).
+int64_t piece_start(int64_t piece, int64_t panels, int64_t pieces) { return piece * panels / pieces; }
+
+}  // namespace
+
+template <typename T>
+void blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
+                  int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+  const BlockedProduct<T> product(context, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  product.run(0, product.m, 0, product.n, nullptr, nullptr);
+}
+
+template <typename T>
+void parallel_blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
+                           int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+  const BlockedProduct<T> product(context, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  const int64_t threads = tbb::this_task_arena::max_concurrency();
+  const int64_t m_panels = ceil_div(product.m, product.MR), n_panels = ceil_div(product.n, product.NR);
+  // Split the rows of A' (BLIS's ic loop, as BLIS and OpenBLAS do): each thread packs its own A'
+  // blocks into its L2 and all of them stream the one B' through the shared L3, packed ahead once.
+  // Splitting the columns instead would re-read A' from L3 for every piece; only when A' has too
+  // few rows for the threads (a product with a short m) are the columns split, with A' packed
+  // ahead and each piece packing its own B'.
+  const bool split_rows = m_panels >= 4 * threads || product.m >= product.n;
+  const int64_t split_panels = split_rows ? m_panels : n_panels;
+  if (threads <= 1 || split_panels < 2) {
+    product.run(0, product.m, 0, product.n, nullptr, nullptr);
+    return;
+  }
+  // Pieces: about one MC (or NC) block each, a multiple of the thread count so that equal pieces
+  // keep the threads equally busy, and at least two per thread, so that a thread slowed by another
+  // process hands the rest to the others.
+  const int64_t block_panels = split_rows ? product.MC / product.MR : product.NC / product.NR;
+  const int64_t per_thread = std::max<int64_t>(2, ceil_div(ceil_div(split_panels, block_panels), threads));
+  const int64_t pieces = std::min(split_panels, per_thread * threads);
+
+  // The shared operand, packed ahead by all threads (by runs of panels), then the pieces.
+  std::unique_ptr<PackBuffer> buffer = shared_pack_pool().take();
+  const int64_t ahead_panels = split_rows ? n_panels : m_panels;
+  const int64_t ahead_rows = split_rows ? product.pack_nr : product.pack_mr;
+  const typename BlockedProduct<T>::Packed ahead{buffer->get<T>(ahead_panels * product.K * ahead_rows), ahead_panels,
+                                                  ahead_rows};
+  const int64_t ahead_pieces = std::min(ahead_panels, 4 * threads);
+  parallel_for(ahead_pieces, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t piece = begin; piece < end; ++piece) {
+      const int64_t first = piece_start(piece, ahead_panels, ahead_pieces);
+      const int64_t last = piece_start(piece + 1, ahead_panels, ahead_pieces);
+      if (split_rows) product.pack_ahead(product.b_columns, product.n, product.NR, ahead, first, last);
+      else product.pack_ahead(product.a_rows, product.m, product.MR, ahead, first, last);
+    }
+  });
+  parallel_for(pieces, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t piece = begin; piece < end; ++piece) {
+      const int64_t first = piece_start(piece, split_panels, pieces);
+      const int64_t last = piece_start(piece + 1, split_panels, pieces);
+      if (split_rows)
+        product.run(first * product.MR, std::min(product.m, last * product.MR), 0, product.n, nullptr, &ahead);
+      else
+        product.run(0, product.m, first * product.NR, std::min(product.n, last * product.NR), &ahead, nullptr);
+    }
+  });
+  shared_pack_pool().give_back(std::move(buffer));
 }
 
 template void blocked_gemm<float>(cntx_t*, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
                                   int64_t, float*, int64_t, bool);
 template void blocked_gemm<double>(cntx_t*, bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
                                    const double*, int64_t, double*, int64_t, bool);
+template void parallel_blocked_gemm<float>(cntx_t*, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                                           const float*, int64_t, float*, int64_t, bool);
+template void parallel_blocked_gemm<double>(cntx_t*, bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
+                                            const double*, int64_t, double*, int64_t, bool);
 
 }  // namespace tg::detail

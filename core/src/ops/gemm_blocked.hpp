@@ -18,5 +18,13 @@ template <typename T>
 void blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
                   int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate);
 
+// The same product on the threads of the current oneTBB arena: the operand the threads share is
+// packed once, ahead, and the other dimension is split into pieces that run in parallel. The
+// pieces keep the serial call's micro-tile grid and K blocks, so the bits are blocked_gemm's, at
+// any thread count.
+template <typename T>
+void parallel_blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
+                           int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate);
+
 }  // namespace tg::detail
 #endif
