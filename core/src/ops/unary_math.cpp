@@ -117,7 +117,10 @@ Tensor gelu_float32(const Tensor& x, detail::GeluApproximation approximation) {
                        return;
                      }
                      const Tensor& derivative = grads.unpack(saved_derivative);
-                     grads.set(0, detail::map2(g, derivative, [](auto gv, auto dv) { return gv * dv; }));
+                     Tensor grad_input = make_tensor(derivative.shape(), kFloat32, "gelu");
+                     detail::gelu_kernels_for_cpu().backward(g.data<float>(), derivative.data<float>(),
+                                                             grad_input.mutable_data<float>(), derivative.numel());
+                     grads.set(0, std::move(grad_input));
                    });
   return out;
 }
