@@ -93,8 +93,8 @@ T power(T x, T p) {
 
 // float32 GELU: one vectorised pass (ops/gelu_kernels.cpp), where glibc's scalar erf and tanh
 // would not vectorise. When a gradient is needed, that pass also writes gelu'(x), which costs
-// little beside the exp and erfc it shares with gelu(x), and backward is one product with it
-// instead of running the exp and erfc a second time. It is saved in place of the input, and has
+// little beside the exp and erfc it shares with gelu(x), and backward is one product with it at
+// the level's vector width instead of running the exp and erfc a second time. It is saved in place of the input, and has
 // its size: where nothing else keeps the input alive, the memory is the same. The same bits as
 // computing gelu'(x) in backward. That saved derivative is a constant to a recorded backward, which
 // recomputes gelu'(x) from the input in recorded ops: so the input is saved too.
