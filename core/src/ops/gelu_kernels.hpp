@@ -16,6 +16,9 @@ struct GeluKernels {
   // from the exponential and erfc it shares with gelu(x): what backward needs, at a fraction of
   // recomputing it there.
   void (*forward)(const float* x, float* y, float* derivative, int64_t n, GeluApproximation approximation);
+  // grad, derivative: [n] -> grad_input: [n] = grad · derivative, backward's product at the
+  // level's vector width.
+  void (*backward)(const float* grad, const float* derivative, float* grad_input, int64_t n);
 };
 
 TG_DECLARE_ISA_KERNELS(GeluKernels, gelu_kernels)

@@ -93,8 +93,8 @@ T power(T x, T p) {
 
 // float32 GELU: one vectorised pass (ops/gelu_kernels.cpp), where glibc's scalar erf and tanh
 // would not vectorise. When a gradient is needed, that pass also writes gelu'(x), which costs
-// little beside the exp and erfc it shares with gelu(x), and backward is one product with it
-// instead of running the exp and erfc a second time. It is saved in place of the input, and has
+// little beside the exp and erfc it shares with gelu(x), and backward is one product with it at
+// the level's vector width instead of running the exp and erfc a second time. It is saved in place of the input, and has
 // its size: where nothing else keeps the input alive, the memory is the same. The same bits as
 // computing gelu'(x) in backward. That saved derivative is a constant to a recorded backward, which
 // recomputes gelu'(x) from the input in recorded ops: so the input is saved too.
@@ -117,7 +117,10 @@ Tensor gelu_float32(const Tensor& x, detail::GeluApproximation approximation) {
                        return;
                      }
                      const Tensor& derivative = grads.unpack(saved_derivative);
-                     grads.set(0, detail::map2(g, derivative, [](auto gv, auto dv) { return gv * dv; }));
+                     Tensor grad_input = make_tensor(derivative.shape(), kFloat32, "gelu");
+                     detail::gelu_kernels_for_cpu().backward(g.data<float>(), derivative.data<float>(),
+                                                             grad_input.mutable_data<float>(), derivative.numel());
+                     grads.set(0, std::move(grad_input));
                    });
   return out;
 }
