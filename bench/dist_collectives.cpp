@@ -6,6 +6,7 @@
 // (6 553 600 elements, DataParallel's default bucket: bandwidth). Each round times, one after the
 // other on the same tensor, `reps` calls of
 //   mpi      MPI_Allreduce(MPI_IN_PLACE, ...) on a duplicate of MPI_COMM_WORLD
+//   allgather128  MPI_Allgather of 128 bytes per rank: the agreement check's message alone
 //   tg       tg::dist::all_reduce(t)                      (agreement check, then the collective)
 //   tg_async tg::dist::all_reduce_async(t).wait()         (the path DataParallel's buckets take)
 // with a barrier before each, and keeps the slowest rank's time per call. The line reports the
@@ -50,6 +51,11 @@ void run(MPI_Comm comm, int64_t numel, int rounds, int reps) {
   float* data = t.mutable_data<float>();
   const int count = static_cast<int>(numel);
   const std::function<void()> raw = [&] { MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_FLOAT, MPI_SUM, comm); };
+  char descriptor[128] = {}, descriptors[128 * 64] = {};  // the agreement check's message (up to 64 ranks)
+  const std::function<void()> gather = [&] {
+    MPI_Allgather(descriptor, sizeof descriptor, MPI_BYTE, descriptors, sizeof descriptor, MPI_BYTE, comm);
+  };
+  const std::function<void()> both = [&] { gather(); raw(); };
   const std::function<void()> blocking = [&] { tg::dist::all_reduce(t); };
   const std::function<void()> async = [&] { tg::dist::all_reduce_async(t).wait(); };
   for (int i = 0; i < std::max(2, reps / 10); ++i) {  // warm-up: connections, pages, caches
@@ -57,17 +63,19 @@ void run(MPI_Comm comm, int64_t numel, int rounds, int reps) {
     blocking();
     async();
   }
-  std::vector<double> mpi_us, tg_us, async_us;
+  std::vector<double> both_us, mpi_us, gather_us, tg_us, async_us;
   for (int round = 0; round < rounds; ++round) {
     mpi_us.push_back(time_per_call(comm, reps, raw));
+    gather_us.push_back(time_per_call(comm, reps, gather));
+    both_us.push_back(time_per_call(comm, reps, both));
     tg_us.push_back(time_per_call(comm, reps, blocking));
     async_us.push_back(time_per_call(comm, reps, async));
   }
   if (tg::dist::rank() == 0) {
     const double m = median(mpi_us), b = median(tg_us), a = median(async_us);
-    std::printf("case=allreduce/%lld ranks=%d rounds=%d reps=%d mpi_us=%.2f tg_us=%.2f tg_async_us=%.2f tg/mpi=%.3f "
+    std::printf("case=allreduce/%lld ranks=%d rounds=%d reps=%d mpi_us=%.2f allgather128_us=%.2f both_us=%.2f tg_us=%.2f tg_async_us=%.2f tg/mpi=%.3f "
                 "tg_async/mpi=%.3f\n",
-                static_cast<long long>(numel), tg::dist::world_size(), rounds, reps, m, b, a, b / m, a / m);
+                static_cast<long long>(numel), tg::dist::world_size(), rounds, reps, m, median(gather_us), median(both_us), b, a, b / m, a / m);
     std::fflush(stdout);
   }
 }

@@ -100,15 +100,6 @@ struct DataParallel::State {
     }
   }
 
-  // Open MPI moves a non-blocking collective forward only inside MPI calls: test the buckets in
-  // flight whenever a gradient arrives, so that they progress while backward runs. One MPI_Test
-  // advances every pending request, so testing up to the first unfinished bucket is enough.
-  void drive_progress() {
-    for (size_t b = 0; b < next_bucket; ++b) {
-      if (buckets[b].work && !buckets[b].work->is_completed()) break;
-    }
-  }
-
   // The post-accumulate-grad hook of slot `index`.
   void gradient_ready(size_t index) {
     if (!sync_enabled || exact()) return;
@@ -120,7 +111,6 @@ struct DataParallel::State {
     slot.ready = true;
     pass_started = true;
     if (--bucket.pending == 0) launch_full_buckets();
-    drive_progress();
   }
 
   // Every bucket's buffer holds the sum over `count` contributions (ranks, or exact mode's

@@ -14,7 +14,8 @@
 /// How gradients travel: the parameters are grouped into buckets of about bucket_cap_mb MiB, in
 /// reverse registration order (the order backward usually finishes them). Each parameter's
 /// post-accumulate-grad hook copies its gradient into its bucket's flat buffer; once a bucket is
-/// full its all-reduce starts (MPI_Iallreduce), while backward goes on with the layers below.
+/// full its all-reduce starts (a blocking MPI_Allreduce on tg::dist's communication thread, see
+/// collectives.hpp), while backward goes on with the layers below.
 /// Buckets start in index order on every rank, as MPI requires of collectives. `backward(loss)`
 /// is loss.backward() followed by `synchronize()`, which waits for the buckets and writes back
 /// the averaged gradients (sum over ranks / world size): tapegrad's engine has no end-of-backward
