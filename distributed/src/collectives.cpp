@@ -4,12 +4,15 @@
 #include <atomic>
 #include <climits>
 #include <condition_variable>
+#include <cstddef>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -247,39 +250,106 @@ Descriptor describe_call(Collective collective, const Tensor& tensor, int64_t op
   return d;
 }
 
-// Every rank learns every rank's descriptor; all of them throw the same tg::Error if the ranks
-// disagree (naming rank 0's call and the first rank whose call differs) or if one cannot take part.
-void agree(const Descriptor& mine, const char* op) {
+void* bytes_of(const Tensor& t) { return tg::detail::impl_of(t)->storage->data; }
+
+// What each rank sends in the agreement check: its descriptor, and the tensor's bytes when they
+// fit in kInlineBytes. The message has the same size whatever the tensor, so ranks that disagree
+// still meet in one well-formed all-gather; and a small collective (a loss, a metric, a flag) is
+// over after it: its data arrived with the descriptors, with no second round trip.
+constexpr size_t kInlineBytes = 256;
+struct Message {
+  Descriptor descriptor;
+  std::byte payload[kInlineBytes];
+};
+
+// Whether `t`'s bytes travel inside the agreement message: decided from the dtype and shape the
+// ranks have just agreed on, so every rank decides the same.
+bool fits_inline(const Tensor& t) {
+  return t.defined() && t.numel() * static_cast<int64_t>(element_size(t.dtype())) <= static_cast<int64_t>(kInlineBytes);
+}
+
+// Every rank learns every rank's descriptor (and inline payload: the returned messages, one per
+// rank, valid until the next agree() on this thread); all of them throw the same tg::Error if the
+// ranks disagree (naming rank 0's call and the first rank whose call differs) or if one cannot
+// take part.
+const std::vector<Message>& agree(const Descriptor& mine, const char* op, const Tensor& data) {
   MPI_Comm world = detail::communicator(op);
   detail::drain();  // the collectives queued before this one reach MPI first
   const int ranks = world_size();
-  std::vector<Descriptor> all(static_cast<size_t>(ranks));
+  thread_local std::vector<Message> all;
+  all.resize(static_cast<size_t>(ranks));
+  Message message{};
+  message.descriptor = mine;
+  if (mine.problem == 0 && fits_inline(data) && data.numel() > 0) {
+    std::memcpy(message.payload, bytes_of(data), static_cast<size_t>(data.numel()) * element_size(data.dtype()));
+  }
   {
     const std::lock_guard lock(detail::mpi_mutex());
-    detail::check_mpi(MPI_Allgather(&mine, sizeof(Descriptor), MPI_BYTE, all.data(), sizeof(Descriptor), MPI_BYTE, world), op);
+    detail::check_mpi(MPI_Allgather(&message, sizeof(Message), MPI_BYTE, all.data(), sizeof(Message), MPI_BYTE, world), op);
   }
   for (int r = 1; r < ranks; ++r) {
-    Descriptor first = all[0], other = all[static_cast<size_t>(r)];
+    Descriptor first = all[0].descriptor, other = all[static_cast<size_t>(r)].descriptor;
     first.problem = other.problem = 0;  // a local problem is not a disagreement
-    check(first == other, op, "the ranks disagree: rank 0 calls ", describe(all[0]), ", rank ", r, " calls ",
-          describe(all[static_cast<size_t>(r)]));
+    if (!(first == other)) [[unlikely]] {
+      tg::detail::fail(op, "the ranks disagree: rank 0 calls ", describe(all[0].descriptor), ", rank ", r, " calls ",
+                       describe(all[static_cast<size_t>(r)].descriptor));
+    }
   }
   for (int r = 0; r < ranks; ++r) {
-    const auto problem = static_cast<Problem>(all[static_cast<size_t>(r)].problem);
-    check(problem == Problem::None, op, "rank ", r, " cannot take part in ", describe(all[static_cast<size_t>(r)]), ": ",
-          explain(problem, all[static_cast<size_t>(r)], ranks));
+    const Descriptor& d = all[static_cast<size_t>(r)].descriptor;
+    const auto problem = static_cast<Problem>(d.problem);
+    if (problem != Problem::None) [[unlikely]] {
+      tg::detail::fail(op, "rank ", r, " cannot take part in ", describe(d), ": ", explain(problem, d, ranks));
+    }
   }
+  return all;
+}
+
+// The element `index` of rank r's inline payload.
+template <typename T>
+T inline_value(const std::vector<Message>& all, size_t r, int64_t index) {
+  T value;
+  std::memcpy(&value, all[r].payload + index * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return value;
+}
+
+// out[i] = op over the ranks, in rank order, of payload[offset + i]: the inline all_reduce and
+// reduce_scatter. A fixed order, so the result is the same on every rank and in every run.
+void reduce_inline(const std::vector<Message>& all, ReduceOp op, int64_t offset, const Tensor& out, const char* name) {
+  tg::detail::dispatch_all(name, out.dtype(), [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, bool>) {  // agree() refused bool
+      T* to = static_cast<T*>(bytes_of(out));
+      for (int64_t i = 0; i < out.numel(); ++i) {
+        T acc = inline_value<T>(all, 0, offset + i);
+        for (size_t r = 1; r < all.size(); ++r) {
+          const T v = inline_value<T>(all, r, offset + i);
+          switch (op) {
+            case ReduceOp::Sum:
+            case ReduceOp::Mean: acc = acc + v; break;
+            case ReduceOp::Max: acc = v > acc ? v : acc; break;
+            case ReduceOp::Min: acc = v < acc ? v : acc; break;
+          }
+        }
+        to[i] = acc;
+      }
+    }
+  });
 }
 
 int count_of(const Tensor& t) { return static_cast<int>(t.numel()); }  // agree() refused > INT_MAX
-
-void* bytes_of(const Tensor& t) { return tg::detail::impl_of(t)->storage->data; }
 
 // The asynchronous collective: queued for the communication thread.
 Work submit(const char* op, std::shared_ptr<Work::State> state, std::function<int()> call) {
   state->op = op;
   state->call = std::move(call);
   communication_thread().submit(state);
+  return Work(std::move(state));
+}
+
+// A collective whose data came with the agreement message: `fill` wrote the result already.
+Work completed(const char* op, std::shared_ptr<Work::State> state) {
+  state->op = op;
+  state->done.store(true, std::memory_order_release);
   return Work(std::move(state));
 }
 
@@ -398,23 +468,54 @@ constexpr const char* kBroadcast = "tg::dist::broadcast";
 constexpr const char* kAllGather = "tg::dist::all_gather";
 constexpr const char* kReduceScatter = "tg::dist::reduce_scatter";
 
-void agree_all_reduce(const Tensor& tensor, ReduceOp op) {
-  agree(describe_call(Collective::AllReduce, tensor, static_cast<int64_t>(op), 0, /*in_place=*/true), kAllReduce);
+const std::vector<Message>& agree_all_reduce(const Tensor& tensor, ReduceOp op) {
+  return agree(describe_call(Collective::AllReduce, tensor, static_cast<int64_t>(op), 0, /*in_place=*/true), kAllReduce,
+               tensor);
 }
-void agree_broadcast(const Tensor& tensor, int root) {
-  agree(describe_call(Collective::Broadcast, tensor, 0, root, /*in_place=*/true), kBroadcast);
+const std::vector<Message>& agree_broadcast(const Tensor& tensor, int root) {
+  return agree(describe_call(Collective::Broadcast, tensor, 0, root, /*in_place=*/true), kBroadcast, tensor);
 }
-void agree_all_gather(const Tensor& input) {
-  agree(describe_call(Collective::AllGather, input, 0, 0, /*in_place=*/false), kAllGather);
+const std::vector<Message>& agree_all_gather(const Tensor& input) {
+  return agree(describe_call(Collective::AllGather, input, 0, 0, /*in_place=*/false), kAllGather, input);
 }
-void agree_reduce_scatter(const Tensor& input, ReduceOp op) {
-  agree(describe_call(Collective::ReduceScatter, input, static_cast<int64_t>(op), 0, /*in_place=*/false), kReduceScatter);
+const std::vector<Message>& agree_reduce_scatter(const Tensor& input, ReduceOp op) {
+  return agree(describe_call(Collective::ReduceScatter, input, static_cast<int64_t>(op), 0, /*in_place=*/false),
+               kReduceScatter, input);
+}
+
+// The collectives whose data fit in the agreement message, finished from it on this rank.
+Work all_reduce_inline(Tensor& tensor, ReduceOp op, const std::vector<Message>& all) {
+  auto state = prepare_all_reduce(tensor, op, kAllReduce).first;
+  reduce_inline(all, op, 0, tensor, kAllReduce);
+  return completed(kAllReduce, std::move(state));
+}
+
+Work broadcast_inline(Tensor& tensor, int root, const std::vector<Message>& all) {
+  auto state = prepare_broadcast(tensor, root, kBroadcast).first;
+  std::memcpy(bytes_of(tensor), all[static_cast<size_t>(root)].payload,
+              static_cast<size_t>(tensor.numel()) * element_size(tensor.dtype()));
+  return completed(kBroadcast, std::move(state));
+}
+
+Work all_gather_inline(const Tensor& input, const std::vector<Message>& all) {
+  auto state = prepare_all_gather(input, kAllGather).first;
+  const size_t bytes = static_cast<size_t>(input.numel()) * element_size(input.dtype());
+  auto* to = static_cast<std::byte*>(bytes_of(state->result));
+  for (size_t r = 0; r < all.size(); ++r) std::memcpy(to + r * bytes, all[r].payload, bytes);
+  return completed(kAllGather, std::move(state));
+}
+
+Work reduce_scatter_inline(const Tensor& input, ReduceOp op, const std::vector<Message>& all) {
+  auto state = prepare_reduce_scatter(input, op, kReduceScatter).first;
+  reduce_inline(all, op, rank() * state->result.numel(), state->result, kReduceScatter);
+  return completed(kReduceScatter, std::move(state));
 }
 
 }  // namespace
 
 Work all_reduce_async(Tensor& tensor, ReduceOp op) {
-  agree_all_reduce(tensor, op);
+  const std::vector<Message>& all = agree_all_reduce(tensor, op);
+  if (fits_inline(tensor)) return all_reduce_inline(tensor, op, all);
   return detail::all_reduce_unchecked(tensor, op, kAllReduce);
 }
 
@@ -424,7 +525,8 @@ Work detail::all_reduce_unchecked(Tensor& tensor, ReduceOp op, const char* name)
 }
 
 Work broadcast_async(Tensor& tensor, int root) {
-  agree_broadcast(tensor, root);
+  const std::vector<Message>& all = agree_broadcast(tensor, root);
+  if (fits_inline(tensor)) return broadcast_inline(tensor, root, all);
   return detail::broadcast_unchecked(tensor, root, kBroadcast);
 }
 
@@ -434,38 +536,51 @@ Work detail::broadcast_unchecked(Tensor& tensor, int root, const char* name) {
 }
 
 Work all_gather_async(const Tensor& input) {
-  agree_all_gather(input);
+  const std::vector<Message>& all = agree_all_gather(input);
+  if (fits_inline(input)) return all_gather_inline(input, all);
   auto [state, call] = prepare_all_gather(input, kAllGather);
   return submit(kAllGather, std::move(state), std::move(call));
 }
 
 Work reduce_scatter_async(const Tensor& input, ReduceOp op) {
-  agree_reduce_scatter(input, op);
+  const std::vector<Message>& all = agree_reduce_scatter(input, op);
+  if (fits_inline(input)) return reduce_scatter_inline(input, op, all);
   auto [state, call] = prepare_reduce_scatter(input, op, kReduceScatter);
   return submit(kReduceScatter, std::move(state), std::move(call));
 }
 
-// The blocking collectives: the agreement check, then the blocking MPI call on this thread.
+// The blocking collectives: the agreement check (which carries small tensors), then the blocking
+// MPI call on this thread.
 void all_reduce(Tensor& tensor, ReduceOp op) {
-  agree_all_reduce(tensor, op);
+  const std::vector<Message>& all = agree_all_reduce(tensor, op);
+  if (fits_inline(tensor)) {
+    all_reduce_inline(tensor, op, all).wait();
+    return;
+  }
   auto [state, call] = prepare_all_reduce(tensor, op, kAllReduce);
   run_now(kAllReduce, std::move(state), std::move(call));
 }
 
 void broadcast(Tensor& tensor, int root) {
-  agree_broadcast(tensor, root);
+  const std::vector<Message>& all = agree_broadcast(tensor, root);
+  if (fits_inline(tensor)) {
+    broadcast_inline(tensor, root, all).wait();
+    return;
+  }
   auto [state, call] = prepare_broadcast(tensor, root, kBroadcast);
   run_now(kBroadcast, std::move(state), std::move(call));
 }
 
 Tensor all_gather(const Tensor& input) {
-  agree_all_gather(input);
+  const std::vector<Message>& all = agree_all_gather(input);
+  if (fits_inline(input)) return all_gather_inline(input, all).wait();
   auto [state, call] = prepare_all_gather(input, kAllGather);
   return run_now(kAllGather, std::move(state), std::move(call));
 }
 
 Tensor reduce_scatter(const Tensor& input, ReduceOp op) {
-  agree_reduce_scatter(input, op);
+  const std::vector<Message>& all = agree_reduce_scatter(input, op);
+  if (fits_inline(input)) return reduce_scatter_inline(input, op, all).wait();
   auto [state, call] = prepare_reduce_scatter(input, op, kReduceScatter);
   return run_now(kReduceScatter, std::move(state), std::move(call));
 }
