@@ -74,21 +74,21 @@ class CommunicationThread {
   // Returns once every submitted collective has returned from MPI.
   void drain() {
     std::unique_lock lock(mutex_);
-    finished_.wait(lock, [&] { return in_flight_ == 0; });
+    help_until(lock, [&] { return in_flight_ == 0; });
   }
 
   // Returns once `state` has returned from MPI.
   void wait_for(const Work::State& state) {
     if (state.done.load(std::memory_order_acquire)) return;
     std::unique_lock lock(mutex_);
-    finished_.wait(lock, [&] { return state.done.load(std::memory_order_acquire); });
+    help_until(lock, [&] { return state.done.load(std::memory_order_acquire); });
   }
 
   // Drains the queue and ends the thread (before MPI is finalized).
   void stop() {
     {
       std::unique_lock lock(mutex_);
-      finished_.wait(lock, [&] { return in_flight_ == 0; });
+      help_until(lock, [&] { return in_flight_ == 0; });
       if (!thread_.joinable()) return;
       stopping_ = true;
     }
@@ -97,31 +97,56 @@ class CommunicationThread {
   }
 
  private:
+  // A caller that is going to wait anyway runs the queue's next collective itself when the
+  // communication thread is not running one: the usual "start it, then wait for it" (the last
+  // bucket of a backward, a collective queued just before a blocking one) then costs no thread
+  // hand-off, no wake-up of a sleeping thread and of the caller again, which on a loaded machine
+  // can cost a scheduler time slice each. One collective runs at a time, in queue order, whichever
+  // thread runs it.
+  template <typename Done>
+  void help_until(std::unique_lock<std::mutex>& lock, Done done) {
+    while (!done()) {
+      if (!running_ && !queue_.empty()) {
+        run_front(lock);
+      } else {
+        finished_.wait(lock);
+      }
+    }
+  }
+
+  // Pops the queue's front, runs it without the lock, marks it done. Called with the lock held.
+  void run_front(std::unique_lock<std::mutex>& lock) {
+    std::shared_ptr<Work::State> state = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    lock.unlock();
+    execute(*state);
+    lock.lock();
+    state->done.store(true, std::memory_order_release);
+    running_ = false;
+    --in_flight_;
+    finished_.notify_all();  // waiters, and a helper or the thread waiting to run the next one
+    if (!queue_.empty()) wake_.notify_one();
+  }
+
   void loop() {
+    std::unique_lock lock(mutex_);
     for (;;) {
-      std::shared_ptr<Work::State> state;
-      {
-        std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, nothing left
-        state = std::move(queue_.front());
-        queue_.pop_front();
+      wake_.wait(lock, [&] { return stopping_ || (!running_ && !queue_.empty()); });
+      if (!running_ && !queue_.empty()) {
+        run_front(lock);
+      } else if (stopping_) {
+        return;
       }
-      execute(*state);
-      {
-        const std::lock_guard lock(mutex_);
-        state->done.store(true, std::memory_order_release);
-        --in_flight_;
-      }
-      finished_.notify_all();
     }
   }
 
   std::mutex mutex_;
   std::condition_variable wake_;      // the thread: work arrived, or stop
-  std::condition_variable finished_;  // the callers: a collective returned
+  std::condition_variable finished_;  // the callers: a collective returned, or the queue's runner is free
   std::deque<std::shared_ptr<Work::State>> queue_;
   int64_t in_flight_ = 0;  // queued or running
+  bool running_ = false;   // a thread is inside a queued collective's MPI call
   bool stopping_ = false;
   std::thread thread_;
 };
@@ -522,6 +547,16 @@ Work all_reduce_async(Tensor& tensor, ReduceOp op) {
 Work detail::all_reduce_unchecked(Tensor& tensor, ReduceOp op, const char* name) {
   auto [state, call] = prepare_all_reduce(tensor, op, name);
   return submit(name, std::move(state), std::move(call));
+}
+
+void detail::all_reduce_unchecked_now(Tensor& tensor, ReduceOp op, const char* name) {
+  auto [state, call] = prepare_all_reduce(tensor, op, name);
+  run_now(name, std::move(state), std::move(call));
+}
+
+void detail::broadcast_unchecked_now(Tensor& tensor, int root, const char* name) {
+  auto [state, call] = prepare_broadcast(tensor, root, name);
+  run_now(name, std::move(state), std::move(call));
 }
 
 Work broadcast_async(Tensor& tensor, int root) {

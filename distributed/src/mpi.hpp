@@ -37,5 +37,9 @@ MPI_Op mpi_op(ReduceOp op);
 Work all_reduce_unchecked(Tensor& tensor, ReduceOp op, const char* name);
 // broadcast_async without the descriptor check, likewise (DataParallel's buffers).
 Work broadcast_unchecked(Tensor& tensor, int root, const char* name);
+// The same two, blocking, on the calling thread (after the queued collectives): for a collective
+// the caller would wait for at once, no hand-off to the communication thread and back.
+void all_reduce_unchecked_now(Tensor& tensor, ReduceOp op, const char* name);
+void broadcast_unchecked_now(Tensor& tensor, int root, const char* name);
 
 }  // namespace tg::dist::detail

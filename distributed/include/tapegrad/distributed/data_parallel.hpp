@@ -37,8 +37,8 @@
 /// broadcast_buffers=True: the constructor broadcasts rank 0's buffers with its parameters, and
 /// each forward through the wrapper first broadcasts rank 0's buffers to every rank, all of them in
 /// one message (their bytes back to back, whatever their dtypes), so every rank starts the forward
-/// from, and a checkpoint written after it holds, rank 0's running statistics. Beside that message,
-/// concurrently, each rank reports whether its buffers still have the names, shapes and dtypes of
+/// from, and a checkpoint written after it holds, rank 0's running statistics. In that same message
+/// each rank reports whether its buffers still have the names, shapes and dtypes of
 /// construction: if not, the forward throws tg::Error on every rank. As in DDP that broadcast happens only if the previous forward ran
 /// with grad mode on and outside no_sync() (and before the first forward): forwards under a
 /// NoGradGuard (evaluation) or inside no_sync() do not make the next one communicate, so ranks may
