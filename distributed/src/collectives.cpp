@@ -388,6 +388,16 @@ Tensor run_now(const char* op, std::shared_ptr<Work::State> state, std::function
   return Work(std::move(state)).wait();
 }
 
+// ReduceOp::Mean: the sum that arrived becomes the mean.
+void divide_by_world_size(Tensor& result, const char* op) {
+  const auto ranks = static_cast<double>(world_size());
+  tg::detail::dispatch_floating(op, result.dtype(), [&]<typename T>() {
+    T* values = result.mutable_data<T>();
+    // mean = sum / world_size, divided (not multiplied by 1/world_size) as torch's AVG does.
+    for (int64_t i = 0; i < result.numel(); ++i) values[i] /= static_cast<T>(ranks);
+  });
+}
+
 }  // namespace
 
 Work::Work(std::shared_ptr<State> state) : state_(std::move(state)) {}
@@ -421,14 +431,7 @@ Tensor Work::wait() {
     state.finished = true;  // even if MPI failed: the collective is over
     state.input = Tensor();
     if (state.error) std::rethrow_exception(state.error);
-    if (state.divide) {
-      const auto ranks = static_cast<double>(world_size());
-      tg::detail::dispatch_floating(state.op, state.result.dtype(), [&]<typename T>() {
-        T* values = state.result.mutable_data<T>();
-        // mean = sum / world_size, divided (not multiplied by 1/world_size) as torch's AVG does.
-        for (int64_t i = 0; i < state.result.numel(); ++i) values[i] /= static_cast<T>(ranks);
-      });
-    }
+    if (state.divide) divide_by_world_size(state.result, state.op);
     tg::detail::bump_version(state.result);
   }
   if (state.error) std::rethrow_exception(state.error);
@@ -588,8 +591,10 @@ Work reduce_scatter_async(const Tensor& input, ReduceOp op) {
 // MPI call on this thread.
 void all_reduce(Tensor& tensor, ReduceOp op) {
   const std::vector<Message>& all = agree_all_reduce(tensor, op);
-  if (fits_inline(tensor)) {
-    all_reduce_inline(tensor, op, all).wait();
+  if (fits_inline(tensor)) {  // a loss, a metric: finished here, with no Work to allocate
+    reduce_inline(all, op, 0, tensor, kAllReduce);
+    if (op == ReduceOp::Mean) divide_by_world_size(tensor, kAllReduce);
+    tg::detail::bump_version(tensor);
     return;
   }
   auto [state, call] = prepare_all_reduce(tensor, op, kAllReduce);
