@@ -6,12 +6,13 @@
 // (6 553 600 elements, DataParallel's default bucket: bandwidth). Each round times, one after the
 // other on the same tensor, `reps` calls of
 //   mpi      MPI_Allreduce(MPI_IN_PLACE, ...) on a duplicate of MPI_COMM_WORLD
-//   allgather128  MPI_Allgather of 128 bytes per rank: the agreement check's message alone
+//   allgather128  MPI_Allgather of 128 bytes per rank: about the agreement check's message alone
+//   both     allgather128 then mpi: the floor of a checked collective that does not fit inline
 //   tg       tg::dist::all_reduce(t)                      (agreement check, then the collective)
 //   tg_async tg::dist::all_reduce_async(t).wait()         (the path DataParallel's buckets take)
 // with a barrier before each, and keeps the slowest rank's time per call. The line reports the
 // medians over the rounds and the ratios to mpi:
-//   case=allreduce/1 ranks=2 mpi_us=.. tg_us=.. tg_async_us=.. tg/mpi=.. tg_async/mpi=..
+//   case=allreduce/1 ranks=2 ... mpi_us=.. allgather128_us=.. both_us=.. tg_us=.. tg_async_us=.. tg/mpi=.. tg_async/mpi=..
 // The tensor holds zeros, so repeated sums stay finite (and take the same time as any normal value).
 #include <mpi.h>
 

@@ -17,7 +17,10 @@
 /// (float32, float64 or int64) and one shape. That is checked first: each collective exchanges a
 /// small descriptor (which collective, op, root, dtype, shape) before any data moves, and a rank
 /// that differs makes the collective throw tg::Error on EVERY rank, naming both ranks' tensors,
-/// instead of hanging or mixing up bytes. That check costs one small all-gather per collective.
+/// instead of hanging or mixing up bytes. That check costs one small all-gather per collective; a
+/// tensor of up to 256 bytes (a loss, a metric, a flag) travels inside it, so such a collective is
+/// over after that one round trip (reduced in rank order: the same bits on every rank and in every
+/// run at a fixed world size).
 ///
 /// How they run: a blocking collective checks, then makes the blocking MPI call on the calling
 /// thread. An asynchronous one checks on the calling thread (so that disagreeing ranks throw at
