@@ -84,8 +84,9 @@ struct DataParallel::State {
   bool sync_enabled = true;   // false inside no_sync()
   int64_t shards_done = 0;    // exact mode: local shards whose gradients are stored
   std::vector<BufferSlot> buffer_slots;  // the module's buffers when the wrapper was made
-  // Every buffer's bytes back to back, rounded up to whole int64 words: a broadcast copies bytes,
-  // so one message carries float32, float64 and int64 buffers alike.
+  // Every buffer's bytes back to back, rounded up to whole int64 words, then one flag per rank
+  // (broadcast_buffers): an integer sum with zeros copies bytes exactly, so one message carries
+  // float32, float64 and int64 buffers alike.
   Tensor buffer_words;
   // DDP's require_forward_param_sync: the last forward ran with grad mode on and outside no_sync()
   // (true before the first). Only then does the next forward broadcast the buffers first.
@@ -93,19 +94,14 @@ struct DataParallel::State {
 
   bool exact() const { return options.exact_shards > 0; }
 
+  // Starts the full buckets in index order on the communication thread, except the last bucket:
+  // its gradients (the first layers') arrive at the very end of backward, so nothing is left to
+  // overlap it with, and synchronize() runs it on its own thread instead (no hand-off to the
+  // communication thread and back, which on a loaded machine costs scheduler wake-ups).
   void launch_full_buckets() {
-    while (next_bucket < buckets.size() && buckets[next_bucket].pending == 0) {
+    while (next_bucket + 1 < buckets.size() && buckets[next_bucket].pending == 0) {
       Bucket& bucket = buckets[next_bucket++];
       bucket.work.emplace(detail::all_reduce_unchecked(bucket.buffer, ReduceOp::Sum, kOp));
-    }
-  }
-
-  // Open MPI moves a non-blocking collective forward only inside MPI calls: test the buckets in
-  // flight whenever a gradient arrives, so that they progress while backward runs. One MPI_Test
-  // advances every pending request, so testing up to the first unfinished bucket is enough.
-  void drive_progress() {
-    for (size_t b = 0; b < next_bucket; ++b) {
-      if (buckets[b].work && !buckets[b].work->is_completed()) break;
     }
   }
 
@@ -120,7 +116,6 @@ struct DataParallel::State {
     slot.ready = true;
     pass_started = true;
     if (--bucket.pending == 0) launch_full_buckets();
-    drive_progress();
   }
 
   // Every bucket's buffer holds the sum over `count` contributions (ranks, or exact mode's
@@ -202,7 +197,12 @@ struct DataParallel::State {
     }
     launch_full_buckets();
     try {
-      for (Bucket& bucket : buckets) bucket.work->wait();
+      // The last bucket, blocking, here (after the queued ones: the same order on every rank).
+      detail::all_reduce_unchecked_now(buckets.back().buffer, ReduceOp::Sum, kOp);
+      next_bucket = buckets.size();
+      for (Bucket& bucket : buckets) {
+        if (bucket.work) bucket.work->wait();
+      }
       check_no_graph();
       write_back(ranks, "ranks", {});
     } catch (...) {
@@ -229,33 +229,34 @@ struct DataParallel::State {
     return "";
   }
 
-  // DDP's _sync_buffers: every rank's buffers become rank 0's, in one broadcast. The buffers are
+  // DDP's _sync_buffers: every rank's buffers become rank 0's, in one collective. The buffers are
   // looked up again each time (an assignment to a module's member replaces its buffer), and each
-  // rank checks that their layout is still the one agreed at construction. The broadcast itself
-  // is unchecked (its size was agreed then); beside it, in flight at the same time, a sum over the
-  // ranks of one flag per rank tells every rank whose layout changed, so that all of them throw
-  // and none unpacks bytes into the wrong buffers. Two concurrent collectives cost about one round
-  // trip, half of a checked broadcast's two in a row.
+  // rank checks that their layout is still the one agreed at construction. The message is an
+  // unchecked (its size was agreed then) int64 sum over the ranks of [buffer words | one flag per
+  // rank]: rank 0 puts its buffers' bytes in the words and the other ranks zeros, so the sum is
+  // rank 0's bytes exactly (x + 0 in integers), and each rank sets its own flag when its layout
+  // changed, so that all of them throw and none unpacks bytes into the wrong buffers. One round
+  // trip, where a checked broadcast takes two.
   void broadcast_buffers() {
     NoGradGuard no_grad;
     const std::vector<std::pair<std::string, Tensor>> buffers = module->named_buffers();
     const std::string change = buffer_layout_change(buffers);
     const bool root = rank() == 0;
+    int64_t* words = buffer_words.mutable_data<int64_t>();
+    const int64_t flags = buffer_words.numel() - ranks;  // the flags' offset
+    if (!root) std::fill(words, words + flags, int64_t{0});
     if (change.empty() && root) {
       for (size_t i = 0; i < buffers.size(); ++i) {
         const BufferSlot& slot = buffer_slots[i];
         std::memcpy(bytes_of(buffer_words) + slot.offset, bytes_of(buffers[i].second), static_cast<size_t>(slot.bytes));
       }
     }
-    Tensor changed = zeros({ranks}, kInt64);
-    changed.mutable_data<int64_t>()[rank()] = change.empty() ? 0 : 1;
-    Work words = detail::broadcast_unchecked(buffer_words, 0, kOp);
-    Work flags = detail::all_reduce_unchecked(changed, ReduceOp::Sum, kOp);
-    words.wait();
-    flags.wait();
+    std::fill(words + flags, words + flags + ranks, int64_t{0});
+    words[flags + rank()] = change.empty() ? 0 : 1;
+    detail::all_reduce_unchecked_now(buffer_words, ReduceOp::Sum, kOp);
     std::string where;
     for (int r = 0; r < ranks; ++r) {
-      if (changed.data<int64_t>()[r] != 0) where += tg::detail::concat(where.empty() ? "" : ", ", r);
+      if (words[flags + r] != 0) where += tg::detail::concat(where.empty() ? "" : ", ", r);
     }
     check(where.empty(), kOp, "the module's buffers must keep the names, shapes and dtypes they had when the wrapper "
           "was made; they changed on rank ", where, change.empty() ? "" : " (here " + change + ")");
@@ -354,7 +355,7 @@ DataParallel::DataParallel(nn::Module& module, DataParallelOptions options) : st
         BufferSlot{.name = name, .dtype = buffer.dtype(), .shape = buffer.shape(), .offset = buffer_bytes, .bytes = bytes});
     buffer_bytes += bytes;
   }
-  if (!buffers.empty()) s.buffer_words = zeros({(buffer_bytes + 7) / 8}, kInt64);
+  if (!buffers.empty()) s.buffer_words = zeros({(buffer_bytes + 7) / 8 + s.ranks}, kInt64);  // + the flags
   // Buckets in reverse registration order, a new one when the dtype changes or the cap is reached.
   const auto cap_bytes = static_cast<int64_t>(options.bucket_cap_mb * 1024 * 1024);
   for (size_t i = parameters.size(); i-- > 0;) {

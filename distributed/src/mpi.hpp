@@ -18,6 +18,12 @@ MPI_Comm communicator(const char* op);
 // MPI runs at MPI_THREAD_SERIALIZED: every MPI call of tg::dist holds this lock.
 std::mutex& mpi_mutex();
 
+// Returns once the communication thread has run every collective queued so far: a collective
+// called on another thread must reach MPI after them, in the same order on every rank.
+void drain();
+// drain(), then ends the communication thread (Context's destructor, before MPI_Finalize).
+void stop_communication_thread();
+
 // tg::Error "<op>: MPI error: <MPI's message>" unless code is MPI_SUCCESS.
 void check_mpi(int code, const char* op);
 
@@ -31,5 +37,9 @@ MPI_Op mpi_op(ReduceOp op);
 Work all_reduce_unchecked(Tensor& tensor, ReduceOp op, const char* name);
 // broadcast_async without the descriptor check, likewise (DataParallel's buffers).
 Work broadcast_unchecked(Tensor& tensor, int root, const char* name);
+// The same two, blocking, on the calling thread (after the queued collectives): for a collective
+// the caller would wait for at once, no hand-off to the communication thread and back.
+void all_reduce_unchecked_now(Tensor& tensor, ReduceOp op, const char* name);
+void broadcast_unchecked_now(Tensor& tensor, int root, const char* name);
 
 }  // namespace tg::dist::detail

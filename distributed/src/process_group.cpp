@@ -85,6 +85,7 @@ Context init() { return Context::start(nullptr, nullptr); }
 
 Context::~Context() {
   Job& state = job();
+  detail::stop_communication_thread();  // its queued collectives run first
   std::set_terminate(state.previous_terminate);
   MPI_Comm_free(&state.world);
   state = Job{};
@@ -115,6 +116,7 @@ int local_world_size() {
 
 void barrier() {
   MPI_Comm world = detail::communicator("tg::dist::barrier");
+  detail::drain();  // the collectives queued before the barrier reach MPI first
   const std::lock_guard lock(detail::mpi_mutex());
   detail::check_mpi(MPI_Barrier(world), "tg::dist::barrier");
 }

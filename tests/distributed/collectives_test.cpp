@@ -187,3 +187,67 @@ TEST_CASE("collectives refuse bool tensors, integer means, bad roots and misshap
   Tensor undefined;
   REQUIRE_TG_ERROR(dist::all_reduce(undefined), Catch::Contains("undefined"));
 }
+
+// Up to 256 bytes travel inside the agreement message and are reduced there in rank order; larger
+// tensors take a second, MPI collective. Both sides of that limit, for every collective: rank q
+// holds element i = 1000 q + i (exact in float32 for these sizes).
+TEST_CASE("collectives give the same results on both sides of the inline size", "[dist][collectives]") {
+  const DType dtype = GENERATE(kFloat32, kFloat64, kInt64);
+  const int64_t inline_elements = 256 / static_cast<int64_t>(element_size(dtype));
+  const int size = GENERATE(0, 1, 2);  // at the limit, one element over it, far over it
+  const int64_t numel = size == 0 ? inline_elements : size == 1 ? inline_elements + 1 : 1000;
+  INFO("dtype " << dtype << ", " << numel << " elements");
+  const int n = dist::world_size();
+  const int me = dist::rank();
+  const auto mine = [&](int64_t count) {
+    std::vector<double> v(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = 1000.0 * me + static_cast<double>(i);
+    return tensor(v, {count}, dtype);
+  };
+  const double q_sum = n * (n - 1) / 2.0;  // Σ_q q
+  Tensor sum = mine(numel);
+  dist::all_reduce(sum, dist::ReduceOp::Sum);
+  Tensor max = mine(numel);
+  dist::Work max_work = dist::all_reduce_async(max, dist::ReduceOp::Max);
+  Tensor min = mine(numel);
+  dist::all_reduce(min, dist::ReduceOp::Min);  // after the queued max, in the same order on every rank
+  max_work.wait();
+  const std::vector<double> s = testing::values(sum), hi = testing::values(max), lo = testing::values(min);
+  for (int64_t i = 0; i < numel; ++i) {
+    const auto k = static_cast<size_t>(i);
+    INFO("element " << i);
+    CHECK(s[k] == 1000.0 * q_sum + n * static_cast<double>(i));
+    CHECK(hi[k] == 1000.0 * (n - 1) + static_cast<double>(i));
+    CHECK(lo[k] == static_cast<double>(i));
+  }
+  Tensor root_values = mine(numel);
+  dist::broadcast(root_values, n - 1);
+  CHECK(testing::values(root_values)[static_cast<size_t>(numel - 1)] == 1000.0 * (n - 1) + static_cast<double>(numel - 1));
+  const Tensor gathered = dist::all_gather_async(mine(numel)).wait();
+  REQUIRE(gathered.shape() == Shape{n, numel});
+  const std::vector<double> g = testing::values(gathered);
+  for (int r = 0; r < n; ++r) CHECK(g[static_cast<size_t>(r * numel + numel - 1)] == 1000.0 * r + static_cast<double>(numel - 1));
+  // reduce_scatter: the input is [n, numel / n] (numel rounded down to a multiple of n).
+  const int64_t row = numel / n;
+  const Tensor scattered = dist::reduce_scatter(mine(row * n).reshape({n, row}), dist::ReduceOp::Sum);
+  REQUIRE(scattered.shape() == Shape{row});
+  // Σ_q (1000 q + me·row + j)
+  CHECK(testing::values(scattered)[0] == 1000.0 * q_sum + n * static_cast<double>(me * row));
+}
+
+TEST_CASE("asynchronous collectives queued in a row complete in order, before a blocking one", "[dist][collectives]") {
+  const int n = dist::world_size();
+  std::vector<Tensor> tensors;
+  std::vector<dist::Work> works;
+  for (int k = 0; k < 4; ++k) {
+    tensors.push_back(full({1000 + k}, k + 1.0, kFloat64));
+    works.push_back(dist::all_reduce_async(tensors.back(), dist::ReduceOp::Mean));
+  }
+  Tensor last = full({500}, dist::rank(), kFloat64);
+  dist::broadcast(last, n - 1);  // waits for the queue: the ranks reach MPI in the same order
+  CHECK(testing::values(last) == std::vector<double>(500, n - 1.0));
+  for (int k = 0; k < 4; ++k) {
+    CHECK(works[static_cast<size_t>(k)].is_completed());
+    CHECK(testing::values(works[static_cast<size_t>(k)].wait()) == std::vector<double>(static_cast<size_t>(1000 + k), k + 1.0));
+  }
+}

@@ -17,7 +17,19 @@
 /// (float32, float64 or int64) and one shape. That is checked first: each collective exchanges a
 /// small descriptor (which collective, op, root, dtype, shape) before any data moves, and a rank
 /// that differs makes the collective throw tg::Error on EVERY rank, naming both ranks' tensors,
-/// instead of hanging or mixing up bytes. That check costs one small all-gather per collective.
+/// instead of hanging or mixing up bytes. That check costs one small all-gather per collective; a
+/// tensor of up to 256 bytes (a loss, a metric, a flag) travels inside it, so such a collective is
+/// over after that one round trip (reduced in rank order: the same bits on every rank and in every
+/// run at a fixed world size).
+///
+/// How they run: a blocking collective checks, then makes the blocking MPI call on the calling
+/// thread. An asynchronous one checks on the calling thread (so that disagreeing ranks throw at
+/// the call), then queues the blocking MPI call for tg::dist's communication thread, one per
+/// process, which runs the queue in order (as PyTorch's gloo process group does): no MPI_Test
+/// from the caller is needed for it to progress, and it moves at the blocking call's speed
+/// (Open MPI's non-blocking collectives take slower paths). A collective called while others are
+/// queued first waits for them, since every rank must reach MPI in the same order. A failure in
+/// MPI becomes a tg::Error thrown by wait().
 ///
 /// Results are bitwise identical from run to run at a fixed world size: Open MPI's reduction
 /// order depends on the message size and the number of ranks only.
@@ -43,7 +55,7 @@ class [[nodiscard]] Work {
   Work& operator=(Work&&) noexcept;             ///< waits for its own collective, then takes over other's
   ~Work();
   Tensor wait();                                ///< blocks until done; the result
-  bool is_completed();  ///< true once wait() would not block (MPI_Test: also drives progress)
+  bool is_completed();  ///< true once wait() would not block
 
  private:
   std::shared_ptr<State> state_;

@@ -14,7 +14,8 @@
 /// How gradients travel: the parameters are grouped into buckets of about bucket_cap_mb MiB, in
 /// reverse registration order (the order backward usually finishes them). Each parameter's
 /// post-accumulate-grad hook copies its gradient into its bucket's flat buffer; once a bucket is
-/// full its all-reduce starts (MPI_Iallreduce), while backward goes on with the layers below.
+/// full its all-reduce starts (a blocking MPI_Allreduce on tg::dist's communication thread, see
+/// collectives.hpp), while backward goes on with the layers below.
 /// Buckets start in index order on every rank, as MPI requires of collectives. `backward(loss)`
 /// is loss.backward() followed by `synchronize()`, which waits for the buckets and writes back
 /// the averaged gradients (sum over ranks / world size): tapegrad's engine has no end-of-backward
@@ -36,8 +37,8 @@
 /// broadcast_buffers=True: the constructor broadcasts rank 0's buffers with its parameters, and
 /// each forward through the wrapper first broadcasts rank 0's buffers to every rank, all of them in
 /// one message (their bytes back to back, whatever their dtypes), so every rank starts the forward
-/// from, and a checkpoint written after it holds, rank 0's running statistics. Beside that message,
-/// concurrently, each rank reports whether its buffers still have the names, shapes and dtypes of
+/// from, and a checkpoint written after it holds, rank 0's running statistics. In that same message
+/// each rank reports whether its buffers still have the names, shapes and dtypes of
 /// construction: if not, the forward throws tg::Error on every rank. As in DDP that broadcast happens only if the previous forward ran
 /// with grad mode on and outside no_sync() (and before the first forward): forwards under a
 /// NoGradGuard (evaluation) or inside no_sync() do not make the next one communicate, so ranks may
