@@ -6,6 +6,7 @@
 // same bits, and so does any thread count (a row is one task's).
 #include "ops/exp_row_kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -31,10 +32,24 @@ using FloatVec = FloatPart::Vec;
 constexpr int64_t kBlock = Simd<float>::kWidth;
 constexpr int64_t kParts = kBlock / FloatPart::kWidth;
 
+// f folded over the lanes of v as a fixed tree, lane j with lane j + Lanes/2 first, down to one
+// lane (simd_lanes.hpp's reduce_add with f for +).
+template <int64_t Lanes, typename V, typename F>
+[[gnu::always_inline]] inline auto fold_lanes(V v, const F& f) {
+  if constexpr (Lanes == 1) {
+    return v[0];
+  } else {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return fold_lanes<Lanes / 2>(f(__builtin_shufflevector(v, v, I...), __builtin_shufflevector(v, v, (I + Lanes / 2)...)), f);
+    }(std::make_index_sequence<Lanes / 2>{});
+  }
+}
+
 float max(const float* x, int64_t n) {
   // best = max(best, x) as std::max: a NaN x_k leaves best as it is. Lane j of the block keeps the
-  // running max of the elements j, j + 16, ...; the lanes are then taken in order, so which of
-  // +0 and −0 wins is the same at every level.
+  // running max of the elements j, j + 16, ...; the 16 lanes are then folded as a fixed tree (lane
+  // j with j + 8, then j + 4, j + 2, j + 1: a few dependent steps instead of 16), and the tail
+  // taken in order, so which of +0 and −0 wins is the same at every level.
   auto keep_larger = [](auto best, auto v) { return best < v ? v : best; };
   constexpr float kLowest = -std::numeric_limits<float>::infinity();
   FloatVec best[kParts];
@@ -42,9 +57,10 @@ float max(const float* x, int64_t n) {
   int64_t k = 0;
   for (; k + kBlock <= n; k += kBlock)
     for (int64_t s = 0; s < kParts; ++s) best[s] = keep_larger(best[s], FloatPart{k + s * FloatPart::kWidth}(x));
-  float result = kLowest;
-  for (int64_t lane = 0; lane < kBlock; ++lane)
-    result = keep_larger(result, best[lane / FloatPart::kWidth][lane % FloatPart::kWidth]);
+  for (int64_t half = kParts / 2; half >= 1; half /= 2)
+    for (int64_t s = 0; s < half; ++s) best[s] = keep_larger(best[s], best[s + half]);
+  FloatVec folded = best[0];
+  float result = fold_lanes<FloatPart::kWidth>(folded, keep_larger);
   for (; k < n; ++k) result = keep_larger(result, x[k]);
   return result;
 }
@@ -89,8 +105,8 @@ template <typename Lane>
   return e;
 }
 
-// Σ_k t_k in double over the whole blocks of 16 in [0, n), in lane_sum's order: term k into
-// accumulator k mod 16, the accumulators added in order (the caller adds the terms from
+// Σ_k t_k in double over the whole blocks of 16 in [0, n): term k into accumulator k mod 16, the
+// accumulators added as a fixed tree (the caller adds the terms from
 // whole_blocks(n) on, one by one). The 16 accumulators are 2 · kParts registers of doubles;
 // terms(part) gives a register part's terms as widen gives them, two halves of doubles.
 constexpr int64_t whole_blocks(int64_t n) { return n / kBlock * kBlock; }
@@ -114,10 +130,8 @@ template <typename Terms>
     add_block(k + kBlock);
   }
   if (k + kBlock <= n) add_block(k);
-  double total = 0.0;
-  for (const DoubleHalf& part : sums)
-    for (int64_t j = 0; j < FloatPart::kWidth / 2; ++j) total += part[j];
-  return total;
+  // the 16 lanes as deterministic_sum.hpp's tree: lane j with j + 8, then j + 4, j + 2, j + 1
+  return reduce_parts<double>(sums);
 }
 
 double sum_exp(const float* x, double shift, float* out, int64_t n) {
@@ -186,21 +200,67 @@ void scale(const float* e, double scale, float* out, int64_t n) {
   for_each_lane<float>(n, [&](auto at) { at.store(out, scaled_in_double(at(e), scale)); });
 }
 
-void softmax_forward(const float* x, float* y, int64_t n, bool log) {
-  const float shift = max(x, n);
-  const double sum = sum_exp(x, shift, log ? nullptr : y, n);
-  if (log) {
-    const float log_sum = static_cast<float>(std::log(sum));
-    for_each_lane<float>(n, [&](auto at) { at.store(y, (at(x) - shift) - log_sum); });
-  } else {
-    const float inverse = static_cast<float>(1.0 / sum);
-    for_each_lane<float>(n, [&](auto at) { at.store(y, at(y) * inverse); });
-  }
+// Rows are taken a group at a time, each pass over the whole group before the next pass: the
+// passes of one row wait for each other (the max for the exps, the sum for the scale), the rows of
+// a group do not, so the core overlaps one row's reduction with the next row's work instead of
+// waiting for it. A group holds about kGroupFloats floats of each input (in L1 for the next pass),
+// at most kMaxGroupRows rows; which rows share a group does not change a bit of any row.
+constexpr int64_t kGroupFloats = 2048;
+constexpr int64_t kMaxGroupRows = 8;
+constexpr int64_t group_rows(int64_t n) { return std::clamp<int64_t>(kGroupFloats / std::max<int64_t>(n, 1), 1, kMaxGroupRows); }
+
+// f(first, count) for the groups of [0, rows).
+template <typename F>
+[[gnu::always_inline]] inline void for_each_group(int64_t rows, int64_t n, const F& f) {
+  const int64_t group = group_rows(n);
+  for (int64_t first = 0; first < rows; first += group) f(first, std::min(group, rows - first));
 }
 
-void softmax_backward(const float* dy, const float* y, float* dx, int64_t n, bool log) {
-  if (log) softmax_backward_line<true>(dy, y, dx, FloatRow{n});
-  else softmax_backward_line<false>(dy, y, dx, FloatRow{n});
+void softmax_forward(const float* x, float* y, int64_t rows, int64_t n, bool log) {
+  for_each_group(rows, n, [&](int64_t first, int64_t count) {
+    float shift[kMaxGroupRows];
+    double sum[kMaxGroupRows];
+    for (int64_t r = 0; r < count; ++r) shift[r] = max(x + (first + r) * n, n);
+    for (int64_t r = 0; r < count; ++r)
+      sum[r] = sum_exp(x + (first + r) * n, shift[r], log ? nullptr : y + (first + r) * n, n);
+    for (int64_t r = 0; r < count; ++r) {
+      const float* in = x + (first + r) * n;
+      float* out = y + (first + r) * n;
+      if (log) {
+        const float log_sum = static_cast<float>(std::log(sum[r]));
+        for_each_lane<float>(n, [&](auto at) { at.store(out, (at(in) - shift[r]) - log_sum); });
+      } else {
+        const float inverse = static_cast<float>(1.0 / sum[r]);
+        for_each_lane<float>(n, [&](auto at) { at.store(out, at(out) * inverse); });
+      }
+    }
+  });
+}
+
+// softmax_rows.hpp's softmax_backward_line for a group of rows, its sum pass over the whole group
+// first.
+void softmax_backward(const float* dy, const float* y, float* dx, int64_t rows, int64_t n, bool log) {
+  const FloatRow line{n};
+  for_each_group(rows, n, [&](int64_t first, int64_t count) {
+    float total[kMaxGroupRows];
+    for (int64_t r = 0; r < count; ++r) {
+      const int64_t offset = (first + r) * n;
+      total[r] = static_cast<float>(log ? line.sum(dy + offset) : line.dot(dy + offset, y + offset));
+    }
+    for (int64_t r = 0; r < count; ++r) {
+      const int64_t offset = (first + r) * n;
+      const float *grad = dy + offset, *out = y + offset;
+      float* result = dx + offset;
+      if (log) {
+        // dx_k = dy_k − exp(y_k) Σ_j dy_j
+        line.exp_into(out, result);
+        for_each_lane<float>(n, [&](auto at) { at.store(result, at(grad) - at(result) * total[r]); });
+      } else {
+        // dx_k = y_k (dy_k − Σ_j dy_j y_j)
+        for_each_lane<float>(n, [&](auto at) { at.store(result, at(out) * (at(grad) - total[r])); });
+      }
+    }
+  });
 }
 
 }  // namespace

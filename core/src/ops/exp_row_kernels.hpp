@@ -23,11 +23,12 @@ struct ExpRowKernels {
   // e: [n] -> out: [n], out[k] = scale · e[k] taken in double and rounded once to float.
   // Cross-entropy's backward from the e_k its forward kept (sum_exp's out): a · e_k / Σe.
   void (*scale)(const float* e, double scale, float* out, int64_t n);
-  // x: [n] -> y: [n], softmax(x) (log_softmax(x) when `log`): max, sum_exp and the scale (or the
-  // shift by the log of the sum) of one row in one call, every pass in the level's vectors.
-  void (*softmax_forward)(const float* x, float* y, int64_t n, bool log);
-  // dy, y: [n] -> dx: [n], softmax's backward (log_softmax's when `log`), ops/softmax_rows.hpp.
-  void (*softmax_backward)(const float* dy, const float* y, float* dx, int64_t n, bool log);
+  // x: [rows, n] -> y: [rows, n], softmax of each row (log_softmax when `log`): max, sum_exp and
+  // the scale (or the shift by the log of the sum), every pass in the level's vectors.
+  void (*softmax_forward)(const float* x, float* y, int64_t rows, int64_t n, bool log);
+  // dy, y: [rows, n] -> dx: [rows, n], softmax's backward (log_softmax's when `log`) of each row,
+  // ops/softmax_rows.hpp's formulas.
+  void (*softmax_backward)(const float* dy, const float* y, float* dx, int64_t rows, int64_t n, bool log);
 };
 
 TG_DECLARE_ISA_KERNELS(ExpRowKernels, exp_row_kernels)
