@@ -1,9 +1,10 @@
 // The softmax family's and cross-entropy's float32 row passes, compiled once per vector level by
 // tg_add_isa_kernels (TG_ISA = v2, v3 or avx512) into tg::detail::<level>. Each float is shifted
 // and exponentiated in float lanes (simd_exp.hpp's exp_float, a register of floats at a time),
-// with the shift's rounding error carried into the exp; the sum widens each e_k to double and
-// takes 16 interleaved double accumulators, exactly lane_sum's order. So every level gives the
-// same bits, and so does any thread count (a row is one task's).
+// with the shift's rounding error carried into the exp; the sum widens each e_k to double into 16
+// interleaved double accumulators (term k into k mod 16, whatever the register width), folded as a
+// fixed tree. So every level gives the same bits, and so does any thread count (a row is one
+// task's, and a row's result does not depend on which rows share its call).
 #include "ops/exp_row_kernels.hpp"
 
 #include <algorithm>
@@ -151,7 +152,8 @@ double sum_exp(const float* x, double shift, float* out, int64_t n) {
 }
 
 // softmax_rows.hpp's line sums for a contiguous row of floats, in the level's vectors: the same
-// terms as StridedLine's, exact in double (a float, or the product of two), added in its order.
+// terms as StridedLine's, exact in double (a float, or the product of two), in sum_whole_blocks'
+// order (the tail one by one).
 struct FloatRow {
   int64_t n;
   static constexpr std::integral_constant<int64_t, 1> stride{};
@@ -197,7 +199,8 @@ void scaled_exp(const float* x, double shift, double scale, float* out, int64_t 
 }
 
 void scale(const float* e, double scale, float* out, int64_t n) {
-  for_each_lane<float>(n, [&](auto at) { at.store(out, scaled_in_double(at(e), scale)); });
+  const float factor = static_cast<float>(scale);
+  for_each_lane<float>(n, [&](auto at) { at.store(out, at(e) * factor); });
 }
 
 // Rows are taken a group at a time, each pass over the whole group before the next pass: the
@@ -237,6 +240,15 @@ void softmax_forward(const float* x, float* y, int64_t rows, int64_t n, bool log
   });
 }
 
+// For each row of x: [rows, n]: shift[r] = max_k x_rk, sum[r] = sum_exp of the row at that shift,
+// and e: [rows, n] its e_rk unless null; a group's max pass before its exp pass.
+void max_sum_exp(const float* x, int64_t rows, int64_t n, float* e, double* shift, double* sum) {
+  for_each_group(rows, n, [&](int64_t first, int64_t count) {
+    for (int64_t r = first; r < first + count; ++r) shift[r] = max(x + r * n, n);
+    for (int64_t r = first; r < first + count; ++r) sum[r] = sum_exp(x + r * n, shift[r], e ? e + r * n : nullptr, n);
+  });
+}
+
 // softmax_rows.hpp's softmax_backward_line for a group of rows, its sum pass over the whole group
 // first.
 void softmax_backward(const float* dy, const float* y, float* dx, int64_t rows, int64_t n, bool log) {
@@ -269,6 +281,7 @@ const ExpRowKernels exp_row_kernels = {.max = max,
                                        .sum_exp = sum_exp,
                                        .scaled_exp = scaled_exp,
                                        .scale = scale,
+                                       .max_sum_exp = max_sum_exp,
                                        .softmax_forward = softmax_forward,
                                        .softmax_backward = softmax_backward};
 
