@@ -248,8 +248,8 @@ struct ClassIndexLoss {
   }
 
   // forward's rows r0 … r1 for contiguous float32 logits that keep their exponentials (no
-  // smoothing): the chunk's max and Σe per row in one call of the level's kernel (its rows
-  // interleaved), e into row_exp. lse = max + log Σe. Without weights and per-row losses only the
+  // smoothing): the chunk's max and Σe per row in one call of the level's kernel, e into row_exp.
+  // lse = max + log Σe. Without weights and per-row losses only the
   // sum of the lse is needed: Σ_r log Σe_r is taken as log Π_r Σe_r over kRowsPerLog rows at a
   // time, one log for many rows (each Σe_r is in [1, C], its largest term being e^0 = 1, so the
   // product of kRowsPerLog stays finite for any C below 2^63, rounded 16 times at 2^-53).

@@ -203,76 +203,41 @@ void scale(const float* e, double scale, float* out, int64_t n) {
   for_each_lane<float>(n, [&](auto at) { at.store(out, at(e) * factor); });
 }
 
-// Rows are taken a group at a time, each pass over the whole group before the next pass: the
-// passes of one row wait for each other (the max for the exps, the sum for the scale), the rows of
-// a group do not, so the core overlaps one row's reduction with the next row's work instead of
-// waiting for it. A group holds about kGroupFloats floats of each input (in L1 for the next pass),
-// at most kMaxGroupRows rows; which rows share a group does not change a bit of any row.
-constexpr int64_t kGroupFloats = 2048;
-constexpr int64_t kMaxGroupRows = 8;
-constexpr int64_t group_rows(int64_t n) { return std::clamp<int64_t>(kGroupFloats / std::max<int64_t>(n, 1), 1, kMaxGroupRows); }
-
-// f(first, count) for the groups of [0, rows).
-template <typename F>
-[[gnu::always_inline]] inline void for_each_group(int64_t rows, int64_t n, const F& f) {
-  const int64_t group = group_rows(n);
-  for (int64_t first = 0; first < rows; first += group) f(first, std::min(group, rows - first));
-}
-
+// The row kernels below take a range of rows per call: the loop over rows runs inside the level's
+// code, and the core overlaps one row's reductions with the next row's loads. (Passes over a group
+// of rows, each before the next, measured slower at AVX2 and AVX-512: the rows' data went through
+// L1 twice.)
 void softmax_forward(const float* x, float* y, int64_t rows, int64_t n, bool log) {
-  for_each_group(rows, n, [&](int64_t first, int64_t count) {
-    float shift[kMaxGroupRows];
-    double sum[kMaxGroupRows];
-    for (int64_t r = 0; r < count; ++r) shift[r] = max(x + (first + r) * n, n);
-    for (int64_t r = 0; r < count; ++r)
-      sum[r] = sum_exp(x + (first + r) * n, shift[r], log ? nullptr : y + (first + r) * n, n);
-    for (int64_t r = 0; r < count; ++r) {
-      const float* in = x + (first + r) * n;
-      float* out = y + (first + r) * n;
-      if (log) {
-        const float log_sum = static_cast<float>(std::log(sum[r]));
-        for_each_lane<float>(n, [&](auto at) { at.store(out, (at(in) - shift[r]) - log_sum); });
-      } else {
-        const float inverse = static_cast<float>(1.0 / sum[r]);
-        for_each_lane<float>(n, [&](auto at) { at.store(out, at(out) * inverse); });
-      }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = x + r * n;
+    float* out = y + r * n;
+    const float shift = max(in, n);
+    const double sum = sum_exp(in, shift, log ? nullptr : out, n);
+    if (log) {
+      const float log_sum = static_cast<float>(std::log(sum));
+      for_each_lane<float>(n, [&](auto at) { at.store(out, (at(in) - shift) - log_sum); });
+    } else {
+      const float inverse = static_cast<float>(1.0 / sum);
+      for_each_lane<float>(n, [&](auto at) { at.store(out, at(out) * inverse); });
     }
-  });
+  }
 }
 
 // For each row of x: [rows, n]: shift[r] = max_k x_rk, sum[r] = sum_exp of the row at that shift,
-// and e: [rows, n] its e_rk unless null; a group's max pass before its exp pass.
+// and e: [rows, n] its e_rk unless null.
 void max_sum_exp(const float* x, int64_t rows, int64_t n, float* e, double* shift, double* sum) {
-  for_each_group(rows, n, [&](int64_t first, int64_t count) {
-    for (int64_t r = first; r < first + count; ++r) shift[r] = max(x + r * n, n);
-    for (int64_t r = first; r < first + count; ++r) sum[r] = sum_exp(x + r * n, shift[r], e ? e + r * n : nullptr, n);
-  });
+  for (int64_t r = 0; r < rows; ++r) {
+    shift[r] = max(x + r * n, n);
+    sum[r] = sum_exp(x + r * n, shift[r], e ? e + r * n : nullptr, n);
+  }
 }
 
-// softmax_rows.hpp's softmax_backward_line for a group of rows, its sum pass over the whole group
-// first.
 void softmax_backward(const float* dy, const float* y, float* dx, int64_t rows, int64_t n, bool log) {
   const FloatRow line{n};
-  for_each_group(rows, n, [&](int64_t first, int64_t count) {
-    float total[kMaxGroupRows];
-    for (int64_t r = 0; r < count; ++r) {
-      const int64_t offset = (first + r) * n;
-      total[r] = static_cast<float>(log ? line.sum(dy + offset) : line.dot(dy + offset, y + offset));
-    }
-    for (int64_t r = 0; r < count; ++r) {
-      const int64_t offset = (first + r) * n;
-      const float *grad = dy + offset, *out = y + offset;
-      float* result = dx + offset;
-      if (log) {
-        // dx_k = dy_k − exp(y_k) Σ_j dy_j
-        line.exp_into(out, result);
-        for_each_lane<float>(n, [&](auto at) { at.store(result, at(grad) - at(result) * total[r]); });
-      } else {
-        // dx_k = y_k (dy_k − Σ_j dy_j y_j)
-        for_each_lane<float>(n, [&](auto at) { at.store(result, at(out) * (at(grad) - total[r])); });
-      }
-    }
-  });
+  for (int64_t r = 0; r < rows; ++r) {
+    if (log) softmax_backward_line<true>(dy + r * n, y + r * n, dx + r * n, line);
+    else softmax_backward_line<false>(dy + r * n, y + r * n, dx + r * n, line);
+  }
 }
 
 }  // namespace

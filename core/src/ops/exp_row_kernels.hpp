@@ -25,7 +25,7 @@ struct ExpRowKernels {
   // kept (sum_exp's out): a · e_k / Σe.
   void (*scale)(const float* e, double scale, float* out, int64_t n);
   // x: [rows, n] -> shift: [rows], sum: [rows], e: [rows, n] (unless null): each row's max and
-  // sum_exp at it (with its e_k), the rows' passes interleaved a group at a time. Cross-entropy.
+  // sum_exp at it (with its e_k). Cross-entropy, a chunk of rows per call.
   void (*max_sum_exp)(const float* x, int64_t rows, int64_t n, float* e, double* shift, double* sum);
   // x: [rows, n] -> y: [rows, n], softmax of each row (log_softmax when `log`): max, sum_exp and
   // the scale (or the shift by the log of the sum), every pass in the level's vectors.
