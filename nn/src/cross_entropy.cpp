@@ -211,6 +211,13 @@ struct ClassIndexLoss {
     std::vector<double> slots(static_cast<size_t>(3 * chunks.count), 0.0);
     for_each_chunk(chunks, rows.rows, [&](int64_t chunk, int64_t r0, int64_t r1) {
       double nll = 0.0, smooth = 0.0, weight_sum = 0.0;
+      double* slot = slots.data() + 3 * chunk;
+      if constexpr (std::is_same_v<T, float>) {
+        if (row_exp) {
+          forward_kept_exp(r0, r1, per_row, row_exp, exp_sum, lse, slot);
+          return;
+        }
+      }
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t y = target[r];
         lse[r] = 0.0;
@@ -232,13 +239,54 @@ struct ClassIndexLoss {
         smooth += row_smooth;
         weight_sum += class_weight(y);
       }
-      double* slot = slots.data() + 3 * chunk;
       slot[0] = nll;
       slot[1] = smooth;
       slot[2] = weight_sum;
     });
     const std::vector<double> sums = detail::sum_slots(slots, chunks.count, 3);
     return {sums[0], sums[1], sums[2]};
+  }
+
+  // forward's rows r0 … r1 for contiguous float32 logits that keep their exponentials (no
+  // smoothing): the chunk's max and Σe per row in one call of the level's kernel, e into row_exp.
+  // lse = max + log Σe. Without weights and per-row losses only the
+  // sum of the lse is needed: Σ_r log Σe_r is taken as log Π_r Σe_r over kRowsPerLog rows at a
+  // time, one log for many rows (each Σe_r is in [1, C], its largest term being e^0 = 1, so the
+  // product of kRowsPerLog stays finite for any C below 2^63, rounded 16 times at 2^-53).
+  static constexpr int64_t kRowsPerLog = 16;
+  void forward_kept_exp(int64_t r0, int64_t r1, T* per_row, float* row_exp, double* exp_sum, double* lse,
+                        double* slot) const {
+    const int64_t C = rows.classes;
+    tg::detail::exp_row_kernels_for_cpu().max_sum_exp(input + r0 * C, r1 - r0, C, row_exp + r0 * C, lse + r0,
+                                                      exp_sum + r0);
+    const bool fold_logs = !weight && !per_row;
+    double nll = 0.0, weight_sum = 0.0, product = 1.0;
+    int64_t factors = 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t y = target[r];
+      if (y == ignore_index) {
+        lse[r] = 0.0;
+        if (per_row) per_row[r] = T(0);
+        continue;
+      }
+      const double x_y = static_cast<double>(input[r * C + y]);
+      if (fold_logs) {
+        // lse[r] keeps the max only: backward does not read it here
+        nll += lse[r] - x_y;
+        product *= exp_sum[r];
+        if (++factors == kRowsPerLog) nll += std::log(product), product = 1.0, factors = 0;
+      } else {
+        lse[r] += std::log(exp_sum[r]);
+        const double row_nll = class_weight(y) * (lse[r] - x_y);
+        if (per_row) per_row[r] = static_cast<T>(row_nll);
+        nll += row_nll;
+      }
+      weight_sum += class_weight(y);
+    }
+    if (factors > 0) nll += std::log(product);
+    slot[0] = nll;
+    slot[1] = 0.0;
+    slot[2] = weight_sum;
   }
 
   // dinput = a · (p − one_hot(y)) + b · (p · Σ_c w_c − w), per non-ignored row, where a and b are
@@ -263,8 +311,9 @@ struct ClassIndexLoss {
         const double b = smoothing > 0.0 ? smoothing / C * grad(r) : 0.0;
         if constexpr (std::is_same_v<T, float>) {
           if (row_exp) {
-            // The common case, from forward's e_c, with no exp: dx_c = a · p_c = (a / Σe) · e_c in
-            // double, rounded once, in the level's vectors; then dx_y = a · (p_y − 1).
+            // The common case, from forward's e_c, with no exp: dx_c = a · p_c = (a / Σe) · e_c, the
+            // factor rounded to float and the product in float, in the level's vectors (within 1.5 ulp
+            // of the exact product); then dx_y = a · (p_y − 1).
             const float* e = row_exp + rows.offset(r);
             tg::detail::exp_row_kernels_for_cpu().scale(e, a / exp_sum[r], dx, C);
             dx[y] = static_cast<T>(a * (static_cast<double>(e[y]) / exp_sum[r] - 1.0));

@@ -82,3 +82,50 @@ TEST_CASE("float32 softmax family is bitwise the same at every vector level and 
   };
   tg::testing::require_same_at_every_level_and_thread_count(run);
 }
+
+TEST_CASE("float32 softmax and log_softmax forward and backward are within PyTorch's float32 tolerance",
+          "[core][softmax][vector_isa]") {
+  // PyTorch's float32 OpInfo tolerance, |ours − exact| ≤ 1e-5 + 1.3e-6·|exact|, against long double
+  // references of y and of dx = y (dy − Σ dy·y) (softmax), dy − e^y Σ dy (log_softmax), at every
+  // level; logits wide enough that many terms underflow, upstream gradients of mixed sign.
+  const bool log = GENERATE(false, true);
+  const int64_t n = GENERATE(int64_t{7}, int64_t{128}, int64_t{1000});
+  CAPTURE(log, n);
+  const int64_t rows = 32;
+  tg::manual_seed(29);
+  const Tensor x = tg::randn({rows, n}) * 6.0f;
+  const Tensor grad_output = tg::randn({rows, n}) * 3.0f;
+  const std::vector<float> values = x.to_vector<float>(), dy = grad_output.to_vector<float>();
+  const auto within = [](float got, long double exact) {
+    return std::fabs(static_cast<long double>(got) - exact) <= 1e-5L + 1.3e-6L * std::fabs(exact);
+  };
+  for (const auto& [level, results] : tg::testing::at_every_supported_level([&] {
+         Tensor leaf = x.detach().clone().requires_grad_();
+         const Tensor y = log ? leaf.log_softmax(1) : leaf.softmax(1);
+         y.backward(grad_output);
+         return std::vector{y.to_vector<float>(), leaf.grad().to_vector<float>()};
+       })) {
+    CAPTURE(level);
+    int64_t outside = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = values.data() + r * n;
+      const float* g = dy.data() + r * n;
+      const long double m = *std::max_element(row, row + n);
+      long double sum = 0, grad_sum = 0, dot = 0;
+      for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<long double>(row[k]) - m);
+      for (int64_t k = 0; k < n; ++k) {
+        const long double p = std::exp(static_cast<long double>(row[k]) - m) / sum;
+        grad_sum += g[k];
+        dot += g[k] * p;
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        const long double shifted = static_cast<long double>(row[k]) - m;
+        const long double p = std::exp(shifted) / sum;
+        const long double y = log ? shifted - std::log(sum) : p;
+        const long double dx = log ? g[k] - p * grad_sum : p * (g[k] - dot);
+        outside += !within(results[0][r * n + k], y) + !within(results[1][r * n + k], dx);
+      }
+    }
+    CHECK(outside == 0);
+  }
+}

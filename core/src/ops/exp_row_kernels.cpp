@@ -1,11 +1,13 @@
 // The softmax family's and cross-entropy's float32 row passes, compiled once per vector level by
 // tg_add_isa_kernels (TG_ISA = v2, v3 or avx512) into tg::detail::<level>. Each float is shifted
 // and exponentiated in float lanes (simd_exp.hpp's exp_float, a register of floats at a time),
-// with the shift's rounding error carried into the exp; the sum widens each e_k to double and
-// takes 16 interleaved double accumulators, exactly lane_sum's order. So every level gives the
-// same bits, and so does any thread count (a row is one task's).
+// with the shift's rounding error carried into the exp; the sum widens each e_k to double into 16
+// interleaved double accumulators (term k into k mod 16, whatever the register width), folded as a
+// fixed tree. So every level gives the same bits, and so does any thread count (a row is one
+// task's, and a row's result does not depend on which rows share its call).
 #include "ops/exp_row_kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -31,10 +33,24 @@ using FloatVec = FloatPart::Vec;
 constexpr int64_t kBlock = Simd<float>::kWidth;
 constexpr int64_t kParts = kBlock / FloatPart::kWidth;
 
+// f folded over the lanes of v as a fixed tree, lane j with lane j + Lanes/2 first, down to one
+// lane (simd_lanes.hpp's reduce_add with f for +).
+template <int64_t Lanes, typename V, typename F>
+[[gnu::always_inline]] inline auto fold_lanes(V v, const F& f) {
+  if constexpr (Lanes == 1) {
+    return v[0];
+  } else {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return fold_lanes<Lanes / 2>(f(__builtin_shufflevector(v, v, I...), __builtin_shufflevector(v, v, (I + Lanes / 2)...)), f);
+    }(std::make_index_sequence<Lanes / 2>{});
+  }
+}
+
 float max(const float* x, int64_t n) {
   // best = max(best, x) as std::max: a NaN x_k leaves best as it is. Lane j of the block keeps the
-  // running max of the elements j, j + 16, ...; the lanes are then taken in order, so which of
-  // +0 and −0 wins is the same at every level.
+  // running max of the elements j, j + 16, ...; the 16 lanes are then folded as a fixed tree (lane
+  // j with j + 8, then j + 4, j + 2, j + 1: a few dependent steps instead of 16), and the tail
+  // taken in order, so which of +0 and −0 wins is the same at every level.
   auto keep_larger = [](auto best, auto v) { return best < v ? v : best; };
   constexpr float kLowest = -std::numeric_limits<float>::infinity();
   FloatVec best[kParts];
@@ -42,9 +58,10 @@ float max(const float* x, int64_t n) {
   int64_t k = 0;
   for (; k + kBlock <= n; k += kBlock)
     for (int64_t s = 0; s < kParts; ++s) best[s] = keep_larger(best[s], FloatPart{k + s * FloatPart::kWidth}(x));
-  float result = kLowest;
-  for (int64_t lane = 0; lane < kBlock; ++lane)
-    result = keep_larger(result, best[lane / FloatPart::kWidth][lane % FloatPart::kWidth]);
+  for (int64_t half = kParts / 2; half >= 1; half /= 2)
+    for (int64_t s = 0; s < half; ++s) best[s] = keep_larger(best[s], best[s + half]);
+  FloatVec folded = best[0];
+  float result = fold_lanes<FloatPart::kWidth>(folded, keep_larger);
   for (; k < n; ++k) result = keep_larger(result, x[k]);
   return result;
 }
@@ -89,8 +106,8 @@ template <typename Lane>
   return e;
 }
 
-// Σ_k t_k in double over the whole blocks of 16 in [0, n), in lane_sum's order: term k into
-// accumulator k mod 16, the accumulators added in order (the caller adds the terms from
+// Σ_k t_k in double over the whole blocks of 16 in [0, n): term k into accumulator k mod 16, the
+// accumulators added as a fixed tree (the caller adds the terms from
 // whole_blocks(n) on, one by one). The 16 accumulators are 2 · kParts registers of doubles;
 // terms(part) gives a register part's terms as widen gives them, two halves of doubles.
 constexpr int64_t whole_blocks(int64_t n) { return n / kBlock * kBlock; }
@@ -114,10 +131,8 @@ template <typename Terms>
     add_block(k + kBlock);
   }
   if (k + kBlock <= n) add_block(k);
-  double total = 0.0;
-  for (const DoubleHalf& part : sums)
-    for (int64_t j = 0; j < FloatPart::kWidth / 2; ++j) total += part[j];
-  return total;
+  // the 16 lanes as deterministic_sum.hpp's tree: lane j with j + 8, then j + 4, j + 2, j + 1
+  return reduce_parts<double>(sums);
 }
 
 double sum_exp(const float* x, double shift, float* out, int64_t n) {
@@ -137,7 +152,8 @@ double sum_exp(const float* x, double shift, float* out, int64_t n) {
 }
 
 // softmax_rows.hpp's line sums for a contiguous row of floats, in the level's vectors: the same
-// terms as StridedLine's, exact in double (a float, or the product of two), added in its order.
+// terms as StridedLine's, exact in double (a float, or the product of two), in sum_whole_blocks'
+// order (the tail one by one).
 struct FloatRow {
   int64_t n;
   static constexpr std::integral_constant<int64_t, 1> stride{};
@@ -183,24 +199,45 @@ void scaled_exp(const float* x, double shift, double scale, float* out, int64_t 
 }
 
 void scale(const float* e, double scale, float* out, int64_t n) {
-  for_each_lane<float>(n, [&](auto at) { at.store(out, scaled_in_double(at(e), scale)); });
+  const float factor = static_cast<float>(scale);
+  for_each_lane<float>(n, [&](auto at) { at.store(out, at(e) * factor); });
 }
 
-void softmax_forward(const float* x, float* y, int64_t n, bool log) {
-  const float shift = max(x, n);
-  const double sum = sum_exp(x, shift, log ? nullptr : y, n);
-  if (log) {
-    const float log_sum = static_cast<float>(std::log(sum));
-    for_each_lane<float>(n, [&](auto at) { at.store(y, (at(x) - shift) - log_sum); });
-  } else {
-    const float inverse = static_cast<float>(1.0 / sum);
-    for_each_lane<float>(n, [&](auto at) { at.store(y, at(y) * inverse); });
+// The row kernels below take a range of rows per call: the loop over rows runs inside the level's
+// code, and the core overlaps one row's reductions with the next row's loads. (Passes over a group
+// of rows, each before the next, measured slower at AVX2 and AVX-512: the rows' data went through
+// L1 twice.)
+void softmax_forward(const float* x, float* y, int64_t rows, int64_t n, bool log) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = x + r * n;
+    float* out = y + r * n;
+    const float shift = max(in, n);
+    const double sum = sum_exp(in, shift, log ? nullptr : out, n);
+    if (log) {
+      const float log_sum = static_cast<float>(std::log(sum));
+      for_each_lane<float>(n, [&](auto at) { at.store(out, (at(in) - shift) - log_sum); });
+    } else {
+      const float inverse = static_cast<float>(1.0 / sum);
+      for_each_lane<float>(n, [&](auto at) { at.store(out, at(out) * inverse); });
+    }
   }
 }
 
-void softmax_backward(const float* dy, const float* y, float* dx, int64_t n, bool log) {
-  if (log) softmax_backward_line<true>(dy, y, dx, FloatRow{n});
-  else softmax_backward_line<false>(dy, y, dx, FloatRow{n});
+// For each row of x: [rows, n]: shift[r] = max_k x_rk, sum[r] = sum_exp of the row at that shift,
+// and e: [rows, n] its e_rk unless null.
+void max_sum_exp(const float* x, int64_t rows, int64_t n, float* e, double* shift, double* sum) {
+  for (int64_t r = 0; r < rows; ++r) {
+    shift[r] = max(x + r * n, n);
+    sum[r] = sum_exp(x + r * n, shift[r], e ? e + r * n : nullptr, n);
+  }
+}
+
+void softmax_backward(const float* dy, const float* y, float* dx, int64_t rows, int64_t n, bool log) {
+  const FloatRow line{n};
+  for (int64_t r = 0; r < rows; ++r) {
+    if (log) softmax_backward_line<true>(dy + r * n, y + r * n, dx + r * n, line);
+    else softmax_backward_line<false>(dy + r * n, y + r * n, dx + r * n, line);
+  }
 }
 
 }  // namespace
@@ -209,6 +246,7 @@ const ExpRowKernels exp_row_kernels = {.max = max,
                                        .sum_exp = sum_exp,
                                        .scaled_exp = scaled_exp,
                                        .scale = scale,
+                                       .max_sum_exp = max_sum_exp,
                                        .softmax_forward = softmax_forward,
                                        .softmax_backward = softmax_backward};
 

@@ -29,14 +29,22 @@ using detail::AlongDim;
 // Calls line_fn(line, start, stride) for every line of `layout` (start: the offset of its first
 // element), lines in parallel chunks. Contiguous lines (inner = 1: a softmax over the last dim) get
 // the stride as the constant 1, so that their loops vectorise; strided lines get it at run time.
+// The lines of `layout` in parallel chunks of consecutive lines, of about kElementwiseGrain elements.
+template <typename RangeFn>
+void for_each_line_range(const AlongDim& layout, const RangeFn& range_fn) {
+  detail::parallel_for(layout.lines(), detail::ceil_div(detail::kElementwiseGrain, std::max<int64_t>(layout.size, 1)),
+                       range_fn);
+}
+
+// Calls line_fn(line, start, stride) for every line of `layout` (start: the offset of its first
+// element), lines in parallel chunks. Contiguous lines (inner = 1: a softmax over the last dim) get
+// the stride as the constant 1, so that their loops vectorise; strided lines get it at run time.
 template <typename LineFn>
 void for_each_line(const AlongDim& layout, const LineFn& line_fn) {
   const auto run = [&](auto stride) {
-    detail::parallel_for(layout.lines(), detail::ceil_div(detail::kElementwiseGrain, std::max<int64_t>(layout.size, 1)),
-                         [&](int64_t begin, int64_t end) {
-                           for (int64_t line = begin; line < end; ++line)
-                             line_fn(line, layout.line_start(line), stride);
-                         });
+    for_each_line_range(layout, [&](int64_t begin, int64_t end) {
+      for (int64_t line = begin; line < end; ++line) line_fn(line, layout.line_start(line), stride);
+    });
   };
   if (layout.inner == 1) run(std::integral_constant<int64_t, 1>{});
   else run(layout.inner);
@@ -72,15 +80,19 @@ T* float_row(T* p) {
 template <bool Log, typename T>
 void softmax_forward(const T* x, T* y, const AlongDim& layout) {
   const int64_t n = layout.size;
+  if constexpr (std::is_same_v<T, float>) {
+    if (layout.inner == 1) {
+      // contiguous float32 rows: the same steps on a range of rows per call, with e_k = exp(x_k − m)
+      // in float lanes (within 0.78 ulp)
+      for_each_line_range(layout, [&](int64_t begin, int64_t end) {
+        detail::exp_row_kernels_for_cpu().softmax_forward(x + begin * n, y + begin * n, end - begin, n, Log);
+      });
+      return;
+    }
+  }
   for_each_line(layout, [&](int64_t, int64_t start, auto stride) {
     const T* in = x + start;
     T* out = y + start;
-    if constexpr (kFloatRow<T, decltype(stride)>) {
-      // the same steps, with e_k = exp(x_k − m) in float lanes (within 0.78 ulp)
-      detail::exp_row_kernels_for_cpu().softmax_forward(float_row<decltype(stride)>(in),
-                                                        float_row<decltype(stride)>(out), n, Log);
-      return;
-    }
     const T shift = line_max(in, n, stride);
     if constexpr (Log) {
       const double sum =
@@ -100,18 +112,22 @@ void softmax_forward(const T* x, T* y, const AlongDim& layout) {
 }
 
 // dy, y, dx: [outer, size, inner]; per line, ops/softmax_rows.hpp. Contiguous float32 lines run
-// the same formulas compiled for the vector level (exp_row_kernels.cpp).
+// the same formulas compiled for the vector level (exp_row_kernels.cpp), a range of rows per call.
 template <bool Log, typename T>
 void softmax_backward(const T* dy, const T* y, T* dx, const AlongDim& layout) {
   const int64_t n = layout.size;
+  if constexpr (std::is_same_v<T, float>) {
+    if (layout.inner == 1) {
+      for_each_line_range(layout, [&](int64_t begin, int64_t end) {
+        detail::exp_row_kernels_for_cpu().softmax_backward(dy + begin * n, y + begin * n, dx + begin * n, end - begin,
+                                                           n, Log);
+      });
+      return;
+    }
+  }
   for_each_line(layout, [&](int64_t, int64_t start, auto stride) {
-    if constexpr (kFloatRow<T, decltype(stride)>)
-      detail::exp_row_kernels_for_cpu().softmax_backward(float_row<decltype(stride)>(dy + start),
-                                                         float_row<decltype(stride)>(y + start),
-                                                         float_row<decltype(stride)>(dx + start), n, Log);
-    else
-      detail::softmax_backward_line<Log>(dy + start, y + start, dx + start,
-                                         detail::StridedLine<T, decltype(stride)>{n, stride});
+    detail::softmax_backward_line<Log>(dy + start, y + start, dx + start,
+                                       detail::StridedLine<T, decltype(stride)>{n, stride});
   });
 }
 

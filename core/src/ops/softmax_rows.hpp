@@ -12,9 +12,9 @@
 namespace tg::detail {
 inline namespace TG_ISA_HELPERS {
 
-// The sums along a line that the backward needs, in lane_sum's order: Σ_k v_k and Σ_k a_k b_k in
+// The sums along a line that the backward needs (here in lane_sum's order): Σ_k v_k and Σ_k a_k b_k in
 // double, and r_k = exp(v_k). This one reads a line at any stride; exp_row_kernels.cpp's contiguous float32
-// rows have one in the level's vectors that adds the same terms in the same order.
+// rows have one in the level's vectors that adds the same terms in a tree order of its own.
 template <typename T, typename Stride>
 struct StridedLine {
   int64_t n;
