@@ -1,11 +1,12 @@
-// e^v in float lanes, for the kernels compiled once per vector level (GELU, the softmax family,
-// cross-entropy): v = (k/8) ln2 + r, 2^((k mod 8)/8) from a table of eight, e^r by a short
-// polynomial and 2^⌊k/8⌋ applied last, so that it vectorises (glibc's exp does not), 16 floats to
-// an AVX-512 vector, 8 to AVX2's, 4 to SSE's. Written once for a vector of floats or one float
-// (simd_lanes.hpp's VectorLane::Vec or a ScalarLane's float), with no FMA contraction
-// (tg_add_isa_kernels), and where a level has an instruction of its own (the table's permute,
-// AVX-512's vscalefps, x86's minps and maxps), it computes exactly what the portable form does:
-// the same bits at every level, in a vector lane and in the scalar tail. Private to the library.
+// e^v in float lanes, for the kernels compiled once per vector level (the softmax family,
+// cross-entropy; GELU, which needs less accuracy, has a cheaper one): v = (k/8) ln2 + r,
+// 2^((k mod 8)/8) from a table of eight, e^r by a short polynomial and 2^⌊k/8⌋ applied last, so
+// that it vectorises (glibc's exp does not), 16 floats to an AVX-512 vector, 8 to AVX2's, 4 to
+// SSE's. Written once for a vector of floats or one float (simd_lanes.hpp's VectorLane::Vec or a
+// ScalarLane's float), with no FMA contraction (tg_add_isa_kernels), and where a level has an
+// instruction of its own (the table's permute, AVX-512's vscalefps, x86's minps and maxps), it
+// computes exactly what the portable form does: the same bits at every level, in a vector lane
+// and in the scalar tail. Private to the library.
 #pragma once
 
 #include <array>
@@ -219,7 +220,7 @@ template <int kScale, typename F>
 
 // e^(v + v_low) in float lanes, v_low a correction below ulp(v) (the rounding error of the
 // difference or product that made v: e^v's relative error is |v| times v's, 80 ulp at v = −80, so
-// the softmax family and GELU pass the part that rounding lost). Within 0.78 ulp of the exact value
+// the softmax family passes the part that rounding lost). Within 0.78 ulp of the exact value
 // over the whole float range (0.776 at worst, at a subnormal result, 0.630 over the normal ones;
 // checked over every float, tests/core/exp_float_test.cpp):
 //   v = (k/8) ln2 + r, k = round(8v / ln2), |r| ≤ ln2/16, with r = (v − k c_high) + (v_low − k c_low),
