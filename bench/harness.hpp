@@ -157,6 +157,7 @@ struct Backend {
   std::function<Runner(ToolkitShape)> softmax_forward_backward;       // y = softmax(x, -1); y.backward(dy)
   std::function<Runner(ToolkitShape)> cross_entropy_forward_backward; // cross_entropy(logits, t).backward()
   std::function<Runner(ToolkitShape)> gelu_forward_backward;          // y = gelu(x); y.backward(dy)
+  std::function<Runner(ToolkitShape)> gelu_tanh_forward_backward;     // the same, approximate = "tanh"
   std::function<Runner(ToolkitShape)> dropout_forward;                // dropout(x, 0.1, training), no grad
   std::function<Runner(ToolkitShape)> adamw_step;                     // AdamW(lr 1e-3, wd 1e-2).step()
   std::function<Runner(AttentionShape)> attention_causal_forward_backward;  // causal SDPA, then backward
@@ -297,6 +298,7 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
     add(backend.softmax_forward_backward, "softmax_fwd_bwd", shape, s);
     add(backend.cross_entropy_forward_backward, "cross_entropy_fwd_bwd", shape, s);
     add(backend.gelu_forward_backward, "gelu_fwd_bwd", shape, s);
+    add(backend.gelu_tanh_forward_backward, "gelu_tanh_fwd_bwd", shape, s);
     add(backend.dropout_forward, "dropout_fwd", shape, s);
     add(backend.adamw_step, "adamw_step", shape, s);
   }

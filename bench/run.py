@@ -87,7 +87,7 @@ TINY = ["layer_norm_fwd/2x4", "layer_norm_fwd_bwd/2x4", "layer_norm_fwd/64x8", "
         "train_step/2x5x6", "train_step/64x32x64", "tiny_graph/4"]
 # Targets of issue 14: the toolkit's cases at least this many times libtorch at 2 threads, on 1M+
 # elements and on tiny shapes; the memory-bound large ones at least TOOLKIT_TRIAD_FRACTION of triad.
-TOOLKIT = ["softmax_fwd_bwd", "cross_entropy_fwd_bwd", "gelu_fwd_bwd", "dropout_fwd", "adamw_step"]
+TOOLKIT = ["softmax_fwd_bwd", "cross_entropy_fwd_bwd", "gelu_fwd_bwd", "gelu_tanh_fwd_bwd", "dropout_fwd", "adamw_step"]
 TOOLKIT_SPEEDUP = {"8192x128": 1.5, "4x8": 5.0}
 TOOLKIT_THREADS = 2
 TOOLKIT_TRIAD_FRACTION = 0.9
@@ -281,7 +281,7 @@ def gbps(case, ms):
     family, shape = case.split("/")
     per_element = {"layer_norm_fwd": 8, "layer_norm_fwd_bwd": 20, "copy": 8, "stream_copy": 8, "stream_triad": 12,
                    # read x, write y; then read y (or x) and dy, write dx
-                   "softmax_fwd_bwd": 20, "gelu_fwd_bwd": 20,
+                   "softmax_fwd_bwd": 20, "gelu_fwd_bwd": 20, "gelu_tanh_fwd_bwd": 20,
                    # read the logits, then read them again and write their gradient
                    "cross_entropy_fwd_bwd": 12,
                    # read x, write y and the 1-byte mask

@@ -208,6 +208,10 @@ bench::Runner gelu_forward_backward(bench::ToolkitShape shape) {
   return unary_forward_backward(shape, [](const tg::Tensor& x) { return nn::functional::gelu(x); });
 }
 
+bench::Runner gelu_tanh_forward_backward(bench::ToolkitShape shape) {
+  return unary_forward_backward(shape, [](const tg::Tensor& x) { return nn::functional::gelu(x, "tanh"); });
+}
+
 bench::Runner dropout_forward(bench::ToolkitShape shape) {
   struct State {
     tg::Tensor x, y;
@@ -415,6 +419,7 @@ int main(int argc, char** argv) {
       .softmax_forward_backward = softmax_forward_backward,
       .cross_entropy_forward_backward = cross_entropy_forward_backward,
       .gelu_forward_backward = gelu_forward_backward,
+      .gelu_tanh_forward_backward = gelu_tanh_forward_backward,
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
       .attention_causal_forward_backward = attention_causal_forward_backward,

@@ -163,6 +163,10 @@ bench::Runner gelu_forward_backward(bench::ToolkitShape shape) {
   return unary_forward_backward(shape, [](const torch::Tensor& x) { return torch::gelu(x); });
 }
 
+bench::Runner gelu_tanh_forward_backward(bench::ToolkitShape shape) {
+  return unary_forward_backward(shape, [](const torch::Tensor& x) { return torch::gelu(x, "tanh"); });
+}
+
 bench::Runner dropout_forward(bench::ToolkitShape shape) {
   struct State {
     torch::Tensor x, y;
@@ -339,6 +343,7 @@ int main(int argc, char** argv) {
       .softmax_forward_backward = softmax_forward_backward,
       .cross_entropy_forward_backward = cross_entropy_forward_backward,
       .gelu_forward_backward = gelu_forward_backward,
+      .gelu_tanh_forward_backward = gelu_tanh_forward_backward,
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
       .attention_causal_forward_backward = attention_causal_forward_backward,

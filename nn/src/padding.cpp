@@ -91,7 +91,9 @@ std::pair<int64_t, int64_t> contiguous_run(const std::vector<int64_t>& src) {
 template <typename T>
 void gather_kernel(const T* x, T* y, const AxisMaps& maps, const RowLayout& r, T fill) {
   const std::vector<int64_t>& last = maps.src.back();
-  const auto [run_begin, run_length] = contiguous_run(last);
+  // Plain variables, not a structured binding: clang before 16 cannot capture one in a lambda.
+  const std::pair<int64_t, int64_t> run = contiguous_run(last);
+  const int64_t run_begin = run.first, run_length = run.second;
   const int64_t rows = r.lead * r.out_rows;
   parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(r.out_last, 1)),
                [&](int64_t row0, int64_t row1) {
