@@ -330,23 +330,19 @@ DataParallel::DataParallel(nn::Module& module, DataParallelOptions options) : st
   s.local_shards = options.exact_shards / s.ranks;
   {
     NoGradGuard no_grad;
-    for (const auto& [name, parameter] : parameters) {
-      Tensor values = parameter;
-      try {
-        broadcast(values, 0);
-      } catch (const Error& error) {
-        throw Error(tg::detail::concat(kOp, ": parameter '", name, "' differs between the ranks: ", error.what()));
+    auto broadcast_each = [](const auto& named, const char* kind) {
+      for (const auto& [name, tensor] : named) {
+        Tensor values = tensor;
+        try {
+          broadcast(values, 0);
+        } catch (const Error& error) {
+          throw Error(tg::detail::concat(kOp, ": ", kind, " '", name, "' differs between the ranks: ", error.what()));
+        }
       }
-    }
+    };
+    broadcast_each(parameters, "parameter");
     // Buffers too, whatever broadcast_buffers says, as DDP's constructor does.
-    for (const auto& [name, buffer] : buffers) {
-      Tensor values = buffer;
-      try {
-        broadcast(values, 0);
-      } catch (const Error& error) {
-        throw Error(tg::detail::concat(kOp, ": buffer '", name, "' differs between the ranks: ", error.what()));
-      }
-    }
+    broadcast_each(buffers, "buffer");
   }
   int64_t buffer_bytes = 0;
   for (const auto& [name, buffer] : buffers) {
