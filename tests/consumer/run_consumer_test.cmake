@@ -1,7 +1,8 @@
 # Configures, builds and runs tests/consumer against tapegrad, one of two ways:
 #   installed:     TG_BUILD_DIR and TG_PREFIX set: installs the built tapegrad into the prefix and
 #                  the consumer finds it with find_package;
-#   add_subdirectory: TG_SOURCE_DIR set: the consumer adds tapegrad's source tree as a subproject.
+#   add_subdirectory: TG_SOURCE_DIR set: the consumer adds tapegrad's source tree as a subproject,
+#                  built in TG_BINARY_DIR when that is set (inside the consumer's build otherwise).
 # Every step's failure fails the test.
 #   cmake [-DTG_BUILD_DIR=... -DTG_PREFIX=... | -DTG_SOURCE_DIR=...] -DTG_CONSUMER_SOURCE=...
 #         -DTG_CONSUMER_BUILD=... -DTG_BUILD_TYPE=... -DTG_CXX_COMPILER=... -P run_consumer_test.cmake
@@ -26,6 +27,10 @@ endfunction()
 file(REMOVE_RECURSE "${TG_CONSUMER_BUILD}")
 if(DEFINED TG_SOURCE_DIR)
   set(locate "-DTG_SOURCE_DIR=${TG_SOURCE_DIR}")
+  if(DEFINED TG_BINARY_DIR)
+    file(REMOVE_RECURSE "${TG_BINARY_DIR}")
+    list(APPEND locate "-DTG_BINARY_DIR=${TG_BINARY_DIR}")
+  endif()
 else()
   file(REMOVE_RECURSE "${TG_PREFIX}")
   run_step(install "${CMAKE_COMMAND}" --install "${TG_BUILD_DIR}" --prefix "${TG_PREFIX}" --config "${TG_BUILD_TYPE}")
