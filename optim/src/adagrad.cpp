@@ -86,6 +86,15 @@ void Adagrad::update(size_t group, Tensor& param, const Tensor& grad, ParamState
 
 void Adagrad::check_options(const AdagradOptions& options) const { check_adagrad_options(options); }
 
+AdagradOptions Adagrad::inherit(const AdagradGroupOptions& given, const AdagradOptions& inherited) const {
+  return {.lr = given.lr.value_or(inherited.lr),
+          .lr_decay = given.lr_decay.value_or(inherited.lr_decay),
+          .weight_decay = given.weight_decay.value_or(inherited.weight_decay),
+          .initial_accumulator_value = given.initial_accumulator_value.value_or(inherited.initial_accumulator_value),
+          .eps = given.eps.value_or(inherited.eps),
+          .maximize = given.maximize.value_or(inherited.maximize)};
+}
+
 AdagradOptions Adagrad::parse_options(const OptionValues& values) const {
   options::check_keys("Adagrad", values,
                       {"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps", "maximize"});

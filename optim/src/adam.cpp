@@ -45,6 +45,16 @@ Options parse_adam_options(const char* op, const OptionValues& values) {
 }
 
 template <typename Options>
+Options inherit_adam_options(const AdamGroupOptions& given, const Options& inherited) {
+  return {.lr = given.lr.value_or(inherited.lr),
+          .betas = given.betas.value_or(inherited.betas),
+          .eps = given.eps.value_or(inherited.eps),
+          .weight_decay = given.weight_decay.value_or(inherited.weight_decay),
+          .amsgrad = given.amsgrad.value_or(inherited.amsgrad),
+          .maximize = given.maximize.value_or(inherited.maximize)};
+}
+
+template <typename Options>
 OptionValues adam_option_values(const Options& options) {
   return {{"lr", options.lr},
           {"betas", std::vector<double>{options.betas[0], options.betas[1]}},
@@ -97,6 +107,9 @@ void Adam::update(size_t group, Tensor& param, const Tensor& grad, ParamState& s
   adam_step("Adam.step", options(group), false, param, grad, state);
 }
 void Adam::check_options(const AdamOptions& options) const { check_adam_options("Adam", options); }
+AdamOptions Adam::inherit(const AdamGroupOptions& given, const AdamOptions& inherited) const {
+  return inherit_adam_options(given, inherited);
+}
 AdamOptions Adam::parse_options(const OptionValues& values) const {
   return parse_adam_options<AdamOptions>("Adam", values);
 }
@@ -110,6 +123,9 @@ void AdamW::update(size_t group, Tensor& param, const Tensor& grad, ParamState& 
   adam_step("AdamW.step", options(group), true, param, grad, state);
 }
 void AdamW::check_options(const AdamWOptions& options) const { check_adam_options("AdamW", options); }
+AdamWOptions AdamW::inherit(const AdamGroupOptions& given, const AdamWOptions& inherited) const {
+  return inherit_adam_options(given, inherited);
+}
 AdamWOptions AdamW::parse_options(const OptionValues& values) const {
   return parse_adam_options<AdamWOptions>("AdamW", values);
 }

@@ -58,9 +58,13 @@ void LRScheduler::check_group(size_t group) const {
 void LRScheduler::set_lrs(const std::vector<double>& lrs, int64_t epoch) {
   check_group_count();
   // Every new lr is checked before any is set, so that a failure changes nothing.
-  for (size_t group = 0; group < lrs.size(); ++group)
+  for (size_t group = 0; group < lrs.size(); ++group) {
     check(std::isfinite(lrs[group]), name_, "the lr of parameter group ", group, " at epoch ", epoch, " is ",
           lrs[group], " (base_lr ", base_lrs_[group], "): the schedule overflowed");
+    // Only a schedule of the user's (LambdaLR's function) can go below zero.
+    check(lrs[group] >= 0, name_, "the lr of parameter group ", group, " at epoch ", epoch, " is ", lrs[group],
+          " (base_lr ", base_lrs_[group], "); expected an lr >= 0");
+  }
   for (size_t group = 0; group < lrs.size(); ++group) optimizer_.set_lr(group, lrs[group]);
   last_epoch_ = epoch;
 }
@@ -111,7 +115,8 @@ void EpochLRScheduler::advance_to(int64_t epoch) {
   std::vector<double> lrs;
   for (size_t group = 0; group < base_lrs().size(); ++group) {
     const double base_lr = base_lrs()[group];
-    lrs.push_back(chainable() ? chained_lr(optimizer().lr(group), base_lr, epoch) : lr_at(base_lr, epoch));
+    lrs.push_back(chainable() ? chained_lr(group, optimizer().lr(group), base_lr, epoch)
+                               : lr_at(group, base_lr, epoch));
   }
   set_lrs(lrs, epoch);
   last_lrs_ = std::move(lrs);
@@ -124,9 +129,9 @@ void EpochLRScheduler::advance_to(int64_t epoch) {
 // get_lr multiplies the current lr by this schedule's ratio of consecutive values instead, which
 // is the same product rounded in another order. Where the previous value is 0 (a cosine at
 // eta_min = 0) no factor can be read, and the closed form is taken.
-double EpochLRScheduler::chained_lr(double current_lr, double base_lr, int64_t epoch) const {
-  const double lr = lr_at(base_lr, epoch);
-  const double own_previous = epoch == 0 ? base_lr : lr_at(base_lr, epoch - 1);
+double EpochLRScheduler::chained_lr(size_t group, double current_lr, double base_lr, int64_t epoch) const {
+  const double lr = lr_at(group, base_lr, epoch);
+  const double own_previous = epoch == 0 ? base_lr : lr_at(group, base_lr, epoch - 1);
   return own_previous == 0 ? lr : lr * (current_lr / own_previous);
 }
 
@@ -141,13 +146,14 @@ void EpochLRScheduler::load_state_dict(const SchedulerStateDict& state_dict) {
   // The lr of the loaded epoch as this schedule alone sets it; the optimizer's own lr is restored
   // with the optimizer, and a chained step continues from it.
   last_lrs_.clear();
-  for (const double base_lr : base_lrs()) last_lrs_.push_back(lr_at(base_lr, last_epoch()));
+  for (size_t group = 0; group < base_lrs().size(); ++group)
+    last_lrs_.push_back(lr_at(group, base_lrs()[group], last_epoch()));
 }
 
 void EpochLRScheduler::check_state_dict(const SchedulerStateDict& state_dict) const {
   LRScheduler::check_state_dict(state_dict);
   for (size_t group = 0; group < state_dict.base_lrs.size(); ++group)
-    check(std::isfinite(lr_at(state_dict.base_lrs[group], state_dict.last_epoch)), name(),
+    check(std::isfinite(lr_at(group, state_dict.base_lrs[group], state_dict.last_epoch)), name(),
           "load_state_dict: the lr of parameter group ", group, " at epoch ", state_dict.last_epoch, " overflows");
 }
 
@@ -162,7 +168,7 @@ StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
 
 // PyTorch's closed form (StepLR._get_closed_form_lr); its recursive get_lr multiplies by gamma at
 // each boundary instead, which can differ from this in the last bit.
-double StepLR::lr_at(double base_lr, int64_t epoch) const {
+double StepLR::lr_at(size_t, double base_lr, int64_t epoch) const {
   return base_lr * std::pow(gamma_, static_cast<double>(epoch / step_size_));
 }
 
@@ -176,7 +182,7 @@ MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, 
 }
 
 // base_lr * gamma^bisect_right(milestones, epoch): PyTorch's _get_closed_form_lr.
-double MultiStepLR::lr_at(double base_lr, int64_t epoch) const {
+double MultiStepLR::lr_at(size_t, double base_lr, int64_t epoch) const {
   const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin();
   return base_lr * std::pow(gamma_, static_cast<double>(passed));
 }
@@ -188,7 +194,7 @@ ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma)
 }
 
 // PyTorch multiplies the previous lr by gamma; the power agrees with it to ~epoch ulps.
-double ExponentialLR::lr_at(double base_lr, int64_t epoch) const {
+double ExponentialLR::lr_at(size_t, double base_lr, int64_t epoch) const {
   return base_lr * std::pow(gamma_, static_cast<double>(epoch));
 }
 
@@ -205,7 +211,7 @@ LinearLR::LinearLR(Optimizer& optimizer, LinearLROptions options)
 }
 
 // PyTorch's _get_closed_form_lr, in its order of operations.
-double LinearLR::lr_at(double base_lr, int64_t epoch) const {
+double LinearLR::lr_at(size_t, double base_lr, int64_t epoch) const {
   const double done = static_cast<double>(std::min(options_.total_iters, epoch));
   return base_lr * (options_.start_factor + (options_.end_factor - options_.start_factor) * done /
                                                 static_cast<double>(options_.total_iters));
@@ -224,7 +230,7 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double
 // PyTorch computes this schedule recursively from the previous epoch's lr; the closed form agrees
 // with it to ~1e-15 and is free of accumulated rounding for long runs. At epoch 0 it is base_lr
 // exactly, as PyTorch's first step leaves it.
-double CosineAnnealingLR::lr_at(double base_lr, int64_t epoch) const {
+double CosineAnnealingLR::lr_at(size_t, double base_lr, int64_t epoch) const {
   if (epoch == 0) return base_lr;
   const double phase = std::numbers::pi * static_cast<double>(epoch) / static_cast<double>(T_max_);
   return eta_min_ + (base_lr - eta_min_) * (1 + std::cos(phase)) / 2;
@@ -235,8 +241,9 @@ double CosineAnnealingLR::lr_at(double base_lr, int64_t epoch) const {
 // would divide by zero, the lr rises by the closed form's first step up. Where the optimizer's lr
 // is what this schedule set last (alone, or no other scheduler moved it) that recursion is the
 // closed form, which is taken exactly.
-double CosineAnnealingLR::chained_lr(double current_lr, double base_lr, int64_t epoch) const {
-  if (epoch == 0 || current_lr == lr_at(base_lr, epoch - 1)) return EpochLRScheduler::chained_lr(current_lr, base_lr, epoch);
+double CosineAnnealingLR::chained_lr(size_t group, double current_lr, double base_lr, int64_t epoch) const {
+  if (epoch == 0 || current_lr == lr_at(group, base_lr, epoch - 1))
+    return EpochLRScheduler::chained_lr(group, current_lr, base_lr, epoch);
   const double T = static_cast<double>(T_max_);
   if ((epoch - 1 - T_max_) % (2 * T_max_) == 0)
     return current_lr + (base_lr - eta_min_) * (1 - std::cos(std::numbers::pi / T)) / 2;
@@ -244,6 +251,50 @@ double CosineAnnealingLR::chained_lr(double current_lr, double base_lr, int64_t 
   return (1 + std::cos(std::numbers::pi * e / T)) / (1 + std::cos(std::numbers::pi * (e - 1) / T)) *
              (current_lr - eta_min_) +
          eta_min_;
+}
+
+// --- LambdaLR, MultiplicativeLR -------------------------------------------------------------------
+
+namespace {
+
+// PyTorch's check (one function per group), and none empty; then the base_lrs, as EpochLRScheduler's
+// constructor takes them, so that a constructor that throws leaves the optimizer's initial_lrs alone.
+std::vector<double> lambda_base_lrs(Optimizer& optimizer, const char* op, const std::vector<LRLambda>& lr_lambdas) {
+  check(lr_lambdas.size() == optimizer.param_group_count(), op, "expected ", optimizer.param_group_count(),
+        " lr_lambdas (one per parameter group), got ", lr_lambdas.size());
+  for (size_t group = 0; group < lr_lambdas.size(); ++group)
+    check(static_cast<bool>(lr_lambdas[group]), op, "lr_lambda ", group, " is an empty std::function");
+  return initial_lrs(optimizer);
+}
+
+}  // namespace
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<LRLambda> lr_lambdas)
+    : EpochLRScheduler(optimizer, "LambdaLR", lambda_base_lrs(optimizer, "LambdaLR", lr_lambdas)),
+      lr_lambdas_(std::move(lr_lambdas)) {
+  start();
+}
+
+// PyTorch's get_lr: base_lr * lmbda(last_epoch), in that order.
+double LambdaLR::lr_at(size_t group, double base_lr, int64_t epoch) const {
+  return base_lr * lr_lambdas_[group](epoch);
+}
+
+MultiplicativeLR::MultiplicativeLR(Optimizer& optimizer, std::vector<LRLambda> lr_lambdas)
+    : EpochLRScheduler(optimizer, "MultiplicativeLR", lambda_base_lrs(optimizer, "MultiplicativeLR", lr_lambdas)),
+      lr_lambdas_(std::move(lr_lambdas)) {
+  start();
+}
+
+// PyTorch's recursion unrolled, multiplied in its order: ((base_lr * f(1)) * f(2)) * ...
+double MultiplicativeLR::lr_at(size_t group, double base_lr, int64_t epoch) const {
+  double lr = base_lr;
+  for (int64_t e = 1; e <= epoch; ++e) lr *= lr_lambdas_[group](e);
+  return lr;
+}
+
+double MultiplicativeLR::chained_lr(size_t group, double current_lr, double /*base_lr*/, int64_t epoch) const {
+  return epoch == 0 ? current_lr : current_lr * lr_lambdas_[group](epoch);
 }
 
 // --- SequentialLR --------------------------------------------------------------------------------
@@ -278,11 +329,11 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::reference_wrap
 
 // The schedule in force at `epoch`, restarted at its milestone: PyTorch's step(0) there takes the
 // closed form at 0, and every later step continues from it.
-double SequentialLR::lr_at(double base_lr, int64_t epoch) const {
+double SequentialLR::lr_at(size_t group, double base_lr, int64_t epoch) const {
   const size_t index =
       static_cast<size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin());
   const int64_t since = index == 0 ? epoch : epoch - milestones_[index - 1];
-  return schedulers_[index].get().lr_at(base_lr, since);
+  return schedulers_[index].get().lr_at(group, base_lr, since);
 }
 
 // --- OneCycleLR ----------------------------------------------------------------------------------
@@ -357,7 +408,7 @@ double OneCycleLR::anneal(double start, double end, double pct) const {
 // Every group follows max_lr, so base_lr plays no part. At epoch total_steps (one past the last
 // phase's end, which PyTorch allows) its formula extrapolates; a linear anneal then goes below zero,
 // which no optimizer accepts: the lr stops at 0 there.
-double OneCycleLR::lr_at(double, int64_t epoch) const {
+double OneCycleLR::lr_at(size_t, double, int64_t epoch) const {
   const auto [phase, pct] = phase_at(epoch);
   return std::max(anneal(phase->start_lr, phase->end_lr, pct), 0.0);
 }

@@ -117,6 +117,16 @@ void RMSprop::update(size_t group, Tensor& param, const Tensor& grad, ParamState
 
 void RMSprop::check_options(const RMSpropOptions& options) const { check_rmsprop_options(options); }
 
+RMSpropOptions RMSprop::inherit(const RMSpropGroupOptions& given, const RMSpropOptions& inherited) const {
+  return {.lr = given.lr.value_or(inherited.lr),
+          .alpha = given.alpha.value_or(inherited.alpha),
+          .eps = given.eps.value_or(inherited.eps),
+          .weight_decay = given.weight_decay.value_or(inherited.weight_decay),
+          .momentum = given.momentum.value_or(inherited.momentum),
+          .centered = given.centered.value_or(inherited.centered),
+          .maximize = given.maximize.value_or(inherited.maximize)};
+}
+
 RMSpropOptions RMSprop::parse_options(const OptionValues& values) const {
   options::check_keys("RMSprop", values, {"lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize"});
   return checked({.lr = options::option_of<double>("RMSprop", values, "lr"),

@@ -124,6 +124,15 @@ void SGD::update(size_t group, Tensor& param, const Tensor& grad, ParamState& st
 
 void SGD::check_options(const SGDOptions& options) const { check_sgd_options(options); }
 
+SGDOptions SGD::inherit(const SGDGroupOptions& given, const SGDOptions& inherited) const {
+  return {.lr = given.lr.value_or(inherited.lr),
+          .momentum = given.momentum.value_or(inherited.momentum),
+          .dampening = given.dampening.value_or(inherited.dampening),
+          .weight_decay = given.weight_decay.value_or(inherited.weight_decay),
+          .nesterov = given.nesterov.value_or(inherited.nesterov),
+          .maximize = given.maximize.value_or(inherited.maximize)};
+}
+
 // Exactly SGD's options, each of its type, then validated. "maximize" may be absent: checkpoints
 // written before it existed did not maximize.
 SGDOptions SGD::parse_options(const OptionValues& values) const {

@@ -33,11 +33,7 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const tg::tes
   const bool groups = f.has("group1_lr");
   std::vector<tg::Tensor> first = groups ? std::vector<tg::Tensor>{params[0]} : params;
   const auto with_groups = [&](auto optimizer) {
-    if (groups) {
-      auto options = optimizer->defaults();
-      options.lr = f.scalar("group1_lr");
-      optimizer->add_param_group({params[1]}, options);
-    }
+    if (groups) optimizer->add_param_group({params[1]}, {.lr = f.scalar("group1_lr")});  // the rest inherited
     return std::unique_ptr<Optimizer>(std::move(optimizer));
   };
   if (name.rfind("adamw", 0) == 0)

@@ -99,8 +99,8 @@ TEST_CASE("a scheduler alone sets its closed form to the bit", "[optim][lr_sched
   CosineAnnealingLR cosine(groups.optimizer, 7, 0.001);
   for (int epoch = 1; epoch <= 20; ++epoch) {
     cosine.step();
-    REQUIRE(groups.optimizer.lr(0) == cosine.lr_at(0.1, epoch));
-    REQUIRE(groups.optimizer.lr(1) == cosine.lr_at(0.02, epoch));
+    REQUIRE(groups.optimizer.lr(0) == cosine.lr_at(0, 0.1, epoch));
+    REQUIRE(groups.optimizer.lr(1) == cosine.lr_at(1, 0.02, epoch));
   }
 }
 

@@ -118,7 +118,7 @@ TEST_CASE("add_param_group takes the constructor's options unless given its own"
   tg::Tensor c = parameter(tg::ones({1}));
   SGD opt({a}, {.lr = 0.5, .momentum = 0.9});
   opt.add_param_group({b});
-  opt.add_param_group({c}, {.lr = 0.25});
+  opt.add_param_group({c}, {.lr = 0.25, .momentum = 0.0});
   CHECK(opt.options(1).lr == 0.5);
   CHECK(opt.options(1).momentum == 0.9);
   CHECK(opt.options(2).lr == 0.25);
@@ -132,7 +132,8 @@ TEST_CASE("add_param_group takes the constructor's options unless given its own"
   TG_REQUIRE_CLOSE(a.detach(), tg::full({2}, 0.0), 0.0);   // 1 - 0.5 * 2
   TG_REQUIRE_CLOSE(b.detach(), tg::full({3}, 0.0), 0.0);   // the defaults: the same
   TG_REQUIRE_CLOSE(c.detach(), tg::full({1}, 0.5), 0.0);   // 1 - 0.25 * 2
-  CHECK_FALSE(opt.momentum_buffers()[2].defined());         // group 2 has no momentum
+  CHECK(opt.momentum_buffers()[1].defined());               // group 1 has the constructor's momentum
+  CHECK_FALSE(opt.momentum_buffers()[2].defined());         // group 2 set its momentum to 0
 
   // set_lr without a group sets every group; with one, only that group.
   opt.set_lr(0.125);
@@ -192,7 +193,8 @@ TEST_CASE("load_state_dict resumes a run bit for bit, from copies in the paramet
   const tg::Tensor c = tg::rand({3, 4}) + 0.1, d = tg::randn({3, 4});
   const auto make = [&](tg::Tensor& a, tg::Tensor& b) {
     auto opt = std::make_unique<SGD>(std::vector<tg::Tensor>{a}, SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.2});
-    opt->add_param_group({b}, {.lr = 0.05, .momentum = 0.5, .weight_decay = 0.01, .nesterov = true});
+    // dampening 0 given: the constructor's 0.2 would not go with Nesterov
+    opt->add_param_group({b}, {.lr = 0.05, .momentum = 0.5, .dampening = 0.0, .weight_decay = 0.01, .nesterov = true});
     return opt;
   };
   const auto train = [&](SGD& opt, tg::Tensor& a, tg::Tensor& b, int steps) {

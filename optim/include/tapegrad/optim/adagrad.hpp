@@ -17,6 +17,7 @@
 /// One fused pass over memory per parameter; the stored gradient is never modified.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,19 @@ struct AdagradOptions {
   bool maximize = false;                   ///< ascend the objective instead of descending it
 };
 
+/// The options a parameter group of Adagrad gives (add_param_group, set_options): each one left
+/// unset is inherited, from the constructor's options for a new group.
+struct AdagradGroupOptions {
+  std::optional<double> lr = std::nullopt;            ///< the learning rate
+  std::optional<double> lr_decay = std::nullopt;      ///< the lr of step t is lr / (1 + (t - 1) * lr_decay)
+  std::optional<double> weight_decay = std::nullopt;  ///< L2 penalty, added to the gradient
+  std::optional<double> initial_accumulator_value = std::nullopt;  ///< where each state "sum" starts
+  std::optional<double> eps = std::nullopt;                        ///< added to the denominator sqrt(sum)
+  std::optional<bool> maximize = std::nullopt;  ///< ascend the objective instead of descending it
+};
+
 /// Adagrad, as torch.optim.Adagrad (adagrad.hpp).
-class Adagrad : public OptimizerWithOptions<AdagradOptions> {
+class Adagrad : public OptimizerWithOptions<AdagradOptions, AdagradGroupOptions> {
  public:
   /// Rejects what PyTorch rejects — any option < 0 — and NaN or an infinity, with a tg::Error naming
   /// the option and the value.
@@ -46,6 +58,7 @@ class Adagrad : public OptimizerWithOptions<AdagradOptions> {
   // (PyTorch fills it when the optimizer is built; the values are the same).
   void update(size_t group, Tensor& param, const Tensor& grad, ParamState& state) override;
   void check_options(const AdagradOptions& options) const override;
+  AdagradOptions inherit(const AdagradGroupOptions& given, const AdagradOptions& inherited) const override;
   AdagradOptions parse_options(const OptionValues& values) const override;
   OptionValues option_values(const AdagradOptions& options) const override;
   std::vector<std::string> state_names() const override;

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,8 +50,19 @@ struct AdamWOptions {
   bool maximize = false;  ///< ascend the objective instead of descending it
 };
 
+/// The options a parameter group of Adam or AdamW gives (add_param_group, set_options): each one
+/// left unset is inherited, from the constructor's options for a new group.
+struct AdamGroupOptions {
+  std::optional<double> lr = std::nullopt;            ///< the learning rate
+  OptionalArray<2> betas = {};  ///< decay of the first and the second moment: `.betas = {0.9, 0.95}`
+  std::optional<double> eps = std::nullopt;           ///< added to the denominator, after the bias correction
+  std::optional<double> weight_decay = std::nullopt;  ///< Adam: L2 penalty; AdamW: decoupled weight decay
+  std::optional<bool> amsgrad = std::nullopt;         ///< normalise by the largest second moment seen so far
+  std::optional<bool> maximize = std::nullopt;        ///< ascend the objective instead of descending it
+};
+
 /// Adam, as torch.optim.Adam (adam.hpp).
-class Adam : public OptimizerWithOptions<AdamOptions> {
+class Adam : public OptimizerWithOptions<AdamOptions, AdamGroupOptions> {
  public:
   /// Rejects what PyTorch rejects — lr, eps or weight_decay < 0, a beta outside [0, 1) — and NaN or
   /// an infinity, with a tg::Error naming the option and the value.
@@ -59,13 +71,14 @@ class Adam : public OptimizerWithOptions<AdamOptions> {
  private:
   void update(size_t group, Tensor& param, const Tensor& grad, ParamState& state) override;
   void check_options(const AdamOptions& options) const override;
+  AdamOptions inherit(const AdamGroupOptions& given, const AdamOptions& inherited) const override;
   AdamOptions parse_options(const OptionValues& values) const override;
   OptionValues option_values(const AdamOptions& options) const override;
   std::vector<std::string> state_names() const override;
 };
 
 /// AdamW: Adam with decoupled weight decay, as torch.optim.AdamW (adam.hpp).
-class AdamW : public OptimizerWithOptions<AdamWOptions> {
+class AdamW : public OptimizerWithOptions<AdamWOptions, AdamGroupOptions> {
  public:
   /// Validated as Adam's.
   AdamW(std::vector<Tensor> params, AdamWOptions options = {});
@@ -73,6 +86,7 @@ class AdamW : public OptimizerWithOptions<AdamWOptions> {
  private:
   void update(size_t group, Tensor& param, const Tensor& grad, ParamState& state) override;
   void check_options(const AdamWOptions& options) const override;
+  AdamWOptions inherit(const AdamGroupOptions& given, const AdamWOptions& inherited) const override;
   AdamWOptions parse_options(const OptionValues& values) const override;
   OptionValues option_values(const AdamWOptions& options) const override;
   std::vector<std::string> state_names() const override;

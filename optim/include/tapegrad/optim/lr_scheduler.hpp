@@ -13,7 +13,8 @@
 /// Two kinds, as in PyTorch:
 /// @code
 ///   EpochLRScheduler   the lr is a function of the epoch (StepLR, MultiStepLR, ExponentialLR,
-///                      LinearLR, CosineAnnealingLR, SequentialLR, OneCycleLR); step() advances it.
+///                      LinearLR, CosineAnnealingLR, LambdaLR, MultiplicativeLR, SequentialLR,
+///                      OneCycleLR); step() advances it.
 ///   ReduceLROnPlateau  the lr falls when a metric stops improving; step(metric).
 /// @endcode
 /// A schedule starts from each group's initial_lr (its base_lr): the group's lr when the first
@@ -27,13 +28,14 @@
 /// schedules are (two or more built on one optimizer and all stepped, e.g. ExponentialLR and
 /// MultiStepLR), their factors compound: each step scales the lr the others left by the change of
 /// its own schedule (CosineAnnealingLR scales its distance to eta_min, as PyTorch's recursion does).
-/// SequentialLR and OneCycleLR set the lr outright.
+/// LambdaLR, SequentialLR and OneCycleLR set the lr outright.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -100,8 +102,10 @@ class EpochLRScheduler : public LRScheduler {
   /// built for, when the schedule overflows to an infinite lr, or past OneCycleLR's last step.
   void step();
   double last_lr(size_t group = 0) const override;
-  /// The lr of `epoch` (>= 0) for a group that starts at base_lr.
-  virtual double lr_at(double base_lr, int64_t epoch) const = 0;
+  /// The lr of `epoch` (>= 0) for parameter group `group` when it starts at base_lr. Only
+  /// LambdaLR's and MultiplicativeLR's depend on the group (a function per group); the others are
+  /// one function of (base_lr, epoch) for every group.
+  virtual double lr_at(size_t group, double base_lr, int64_t epoch) const = 0;
 
   void check_state_dict(const SchedulerStateDict& state_dict) const override;
   void load_state_dict(const SchedulerStateDict& state_dict) override;
@@ -122,7 +126,7 @@ class EpochLRScheduler : public LRScheduler {
   /// changed since this one set it. By default the closed form times the factor by which
   /// current_lr differs from this schedule's previous value; a schedule whose recursion PyTorch
   /// writes otherwise (CosineAnnealingLR's is affine) overrides it.
-  virtual double chained_lr(double current_lr, double base_lr, int64_t epoch) const;
+  virtual double chained_lr(size_t group, double current_lr, double base_lr, int64_t epoch) const;
 
  private:
   void advance_to(int64_t epoch);  // sets the lrs of `epoch`
@@ -135,7 +139,7 @@ class StepLR : public EpochLRScheduler {
  public:
   /// step_size >= 1, gamma finite and > 0.
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double lr_at(size_t group, double base_lr, int64_t epoch) const override;
 
  private:
   int64_t step_size_;
@@ -148,7 +152,7 @@ class MultiStepLR : public EpochLRScheduler {
  public:
   /// milestones >= 1, in any order; gamma finite and > 0.
   MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1);
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double lr_at(size_t group, double base_lr, int64_t epoch) const override;
 
  private:
   std::vector<int64_t> milestones_;  // sorted
@@ -160,7 +164,7 @@ class ExponentialLR : public EpochLRScheduler {
  public:
   /// gamma finite and > 0.
   ExponentialLR(Optimizer& optimizer, double gamma);
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double lr_at(size_t group, double base_lr, int64_t epoch) const override;
 
  private:
   double gamma_;
@@ -180,7 +184,7 @@ class LinearLR : public EpochLRScheduler {
   /// 0 < start_factor <= 1 (PyTorch allows 0, which would divide by zero in its recursive form),
   /// 0 <= end_factor <= 1, total_iters >= 1.
   LinearLR(Optimizer& optimizer, LinearLROptions options = {});
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double lr_at(size_t group, double base_lr, int64_t epoch) const override;
 
  private:
   LinearLROptions options_;
@@ -192,10 +196,10 @@ class CosineAnnealingLR : public EpochLRScheduler {
  public:
   /// T_max >= 1, eta_min finite and >= 0.
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0);
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double lr_at(size_t group, double base_lr, int64_t epoch) const override;
 
  protected:
-  double chained_lr(double current_lr, double base_lr, int64_t epoch) const override;
+  double chained_lr(size_t group, double current_lr, double base_lr, int64_t epoch) const override;
 
  private:
   int64_t T_max_;
@@ -219,13 +223,76 @@ class SequentialLR : public EpochLRScheduler {
   /// At least one scheduler, milestones.size() == schedulers.size() - 1, strictly increasing and >= 1.
   SequentialLR(Optimizer& optimizer, std::vector<std::reference_wrapper<const EpochLRScheduler>> schedulers,
                std::vector<int64_t> milestones);
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double lr_at(size_t group, double base_lr, int64_t epoch) const override;
 
  private:
   bool chainable() const override { return false; }
 
   std::vector<std::reference_wrapper<const EpochLRScheduler>> schedulers_;
   std::vector<int64_t> milestones_;
+};
+
+/// A learning-rate factor as a function of the epoch, for LambdaLR and MultiplicativeLR. It must be
+/// a pure function of the epoch: a schedule may call it again for an epoch it has seen
+/// (load_state_dict, SequentialLR).
+using LRLambda = std::function<double(int64_t epoch)>;
+
+/// lr = base_lr * lr_lambda(epoch) (PyTorch's LambdaLR): any schedule written as a function of the
+/// epoch, with one function for every group or one per group. nanoGPT's warm-up and cosine decay,
+/// stepped per iteration:
+///
+/// @code
+///   tg::optim::LambdaLR schedule(opt, [&](int64_t it) {
+///     if (it < warmup_iters) return static_cast<double>(it + 1) / (warmup_iters + 1);
+///     const double progress = std::min(1.0, double(it - warmup_iters) / (decay_iters - warmup_iters));
+///     return min_factor + 0.5 * (1 + std::cos(std::numbers::pi * progress)) * (1 - min_factor);
+///   });
+/// @endcode
+///
+/// The lr is set outright, as PyTorch's (not chained with other schedulers). As PyTorch's
+/// state_dict of plain functions, the state holds last_epoch and base_lrs, not the functions:
+/// they come from the constructor.
+class LambdaLR : public EpochLRScheduler {
+ public:
+  /// One function for every parameter group (anything callable as double(int64_t)).
+  template <typename Lambda>
+    requires std::is_invocable_r_v<double, Lambda&, int64_t>
+  LambdaLR(Optimizer& optimizer, Lambda lr_lambda)
+      : LambdaLR(optimizer, std::vector<LRLambda>(optimizer.param_group_count(), LRLambda(std::move(lr_lambda)))) {}
+  /// One function per parameter group, in group order: tg::Error unless there are as many as the
+  /// optimizer has groups, none empty.
+  LambdaLR(Optimizer& optimizer, std::vector<LRLambda> lr_lambdas);
+  double lr_at(size_t group, double base_lr, int64_t epoch) const override;
+
+ private:
+  bool chainable() const override { return false; }
+
+  std::vector<LRLambda> lr_lambdas_;  // one per parameter group
+};
+
+/// lr = lr * lr_lambda(epoch) at every step after epoch 0 (PyTorch's MultiplicativeLR), so alone
+/// lr = base_lr * lr_lambda(1) * ... * lr_lambda(epoch), multiplied in that order as PyTorch's
+/// recursion does; chained with other schedulers it multiplies the lr they left. One function for
+/// every group or one per group; state as LambdaLR's. lr_at is that product, so its cost grows
+/// with the epoch: a step alone costs one call per group.
+class MultiplicativeLR : public EpochLRScheduler {
+ public:
+  /// One function for every parameter group (anything callable as double(int64_t)).
+  template <typename Lambda>
+    requires std::is_invocable_r_v<double, Lambda&, int64_t>
+  MultiplicativeLR(Optimizer& optimizer, Lambda lr_lambda)
+      : MultiplicativeLR(optimizer,
+                         std::vector<LRLambda>(optimizer.param_group_count(), LRLambda(std::move(lr_lambda)))) {}
+  /// One function per parameter group, as LambdaLR's.
+  MultiplicativeLR(Optimizer& optimizer, std::vector<LRLambda> lr_lambdas);
+  double lr_at(size_t group, double base_lr, int64_t epoch) const override;
+
+ protected:
+  /// PyTorch's step: the optimizer's lr (epoch 0) or it times lr_lambda(epoch).
+  double chained_lr(size_t group, double current_lr, double base_lr, int64_t epoch) const override;
+
+ private:
+  std::vector<LRLambda> lr_lambdas_;  // one per parameter group
 };
 
 /// How OneCycleLR anneals: PyTorch's "cos" and "linear".
@@ -255,7 +322,7 @@ class OneCycleLR : public EpochLRScheduler {
   OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, OneCycleLROptions options = {});
   /// tg::Error past total_steps; at total_steps, PyTorch's extrapolation, but never below 0 (PyTorch
   /// sets a negative lr there with a linear anneal).
-  double lr_at(double base_lr, int64_t epoch) const override;
+  double lr_at(size_t group, double base_lr, int64_t epoch) const override;
   double momentum_at(int64_t epoch) const;  ///< the momentum of `epoch` when cycle_momentum
 
  private:

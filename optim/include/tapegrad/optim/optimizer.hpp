@@ -5,7 +5,7 @@
 ///
 /// @code
 ///   tg::optim::SGD opt(body.parameters(), {.lr = 0.1, .momentum = 0.9});
-///   opt.add_param_group(head.parameters(), {.lr = 0.01, .momentum = 0.9});  // its own options
+///   opt.add_param_group(head.parameters(), {.lr = 0.01});  // its own lr, the constructor's momentum
 ///   opt.zero_grad();   // every parameter's grad becomes undefined
 ///   loss.backward();   // ... and is created afresh by the backward pass
 ///   opt.step();        // parameters whose grad is still undefined are skipped
@@ -15,6 +15,9 @@
 /// Updates run outside the tape: they write parameter storage directly, so no NoGradGuard is needed.
 #pragma once
 
+#include <array>
+#include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -76,15 +79,20 @@ class Optimizer {
   /// backward then writes a fresh gradient instead of adding into a zeroed one.
   void zero_grad();
 
-  size_t param_group_count() const { return group_sizes_.size(); }  ///< the number of parameter groups
+  /// The number of parameter groups, PyTorch's len(optimizer.param_groups): the constructor's, then
+  /// one per add_param_group. Groups are numbered from 0 in that order.
+  size_t param_group_count() const { return group_sizes_.size(); }
   /// Every parameter, group after group: index i here is index i of state_dict().
   const std::vector<Tensor>& parameters() const { return params_; }
   /// The parameters of one group, in the order they were given.
   std::vector<Tensor> group_parameters(size_t group) const;
 
-  double lr(size_t group = 0) const;  ///< the learning rate of `group`
+  /// The learning rate of `group`, PyTorch's optimizer.param_groups[group]["lr"] (for any optimizer;
+  /// the typed options(group) of SGD, Adam, ... hold it too).
+  double lr(size_t group = 0) const;
   void set_lr(double lr);                ///< every group: what learning-rate schedulers call
-  void set_lr(size_t group, double lr);  ///< lr must be finite and >= 0
+  /// One group's: param_groups[group]["lr"] = lr; lr must be finite and >= 0.
+  void set_lr(size_t group, double lr);
 
   /// PyTorch's group["initial_lr"]: the lr a group had when the first learning-rate scheduler was
   /// built on it, which every scheduler of the group then starts from (its base_lr), however the
@@ -168,29 +176,67 @@ class Optimizer {
   int64_t step_count_ = 0;
 };
 
-/// The part of every optimizer that only depends on its options struct: the groups' options, typed,
-/// and add_param_group. Options must have an `lr`; the derived class validates and names them.
-template <typename Options>
+/// std::optional<std::array<double, N>> that also takes the N numbers themselves, so that a
+/// group's `.betas = {0.9, 0.95}` is spelt as the constructor's (std::optional alone needs
+/// `{{0.9, 0.95}}`).
+template <size_t N>
+struct OptionalArray : std::optional<std::array<double, N>> {
+  using std::optional<std::array<double, N>>::optional;
+  OptionalArray() = default;  ///< not given
+  /// Given: the N numbers.
+  template <typename... Numbers>
+    requires(sizeof...(Numbers) == N && (std::convertible_to<Numbers, double> && ...))
+  OptionalArray(Numbers... numbers)  // NOLINT(google-explicit-constructor): `.betas = {0.9, 0.95}`
+      : std::optional<std::array<double, N>>(std::array<double, N>{static_cast<double>(numbers)...}) {}
+};
+
+/// The part of every optimizer that only depends on its options structs: the groups' options,
+/// typed, and add_param_group. `Options` (SGDOptions) holds every hyper-parameter, with the
+/// constructor's defaults; `GroupOptions` (SGDGroupOptions) the same fields as std::optional, for
+/// a group that gives some and inherits the others, as PyTorch fills a group's missing keys from
+/// optimizer.defaults. Options must have an `lr`; the derived class validates and names them.
+template <typename Options, typename GroupOptionsT>
 class OptimizerWithOptions : public Optimizer {
  public:
-  /// A new group with its own options (PyTorch: optimizer.add_param_group({"params": ..., "lr": ...})),
-  /// or with the constructor's. Its parameters must be in no group yet.
-  void add_param_group(std::vector<Tensor> params, Options options) {
+  /// The options a group gives, each std::optional: those left unset are inherited
+  /// (`AdamW::GroupOptions{.weight_decay = 0.0}`).
+  using GroupOptions = GroupOptionsT;
+
+  /// A new group (PyTorch: optimizer.add_param_group({"params": ..., "weight_decay": 0.0})) with
+  /// the options `given`, and the constructor's (defaults()) for every option it does not give:
+  /// @code
+  ///   tg::optim::AdamW opt(decay, {.lr = 3e-3, .betas = {0.9, 0.95}, .weight_decay = 0.1});
+  ///   opt.add_param_group(no_decay, {.weight_decay = 0.0});  // lr 3e-3 and betas (0.9, 0.95) too
+  /// @endcode
+  /// Its parameters must be in no group yet; the options are validated as the constructor's.
+  void add_param_group(std::vector<Tensor> params, const GroupOptions& given = {}) {
+    add_param_group(std::move(params), inherit(given, defaults_));
+  }
+  /// A new group with exactly `options`, every field as the struct holds it (a whole options
+  /// struct gives every option: copy defaults() to start from the constructor's).
+  template <std::same_as<Options> WholeOptions>
+  void add_param_group(std::vector<Tensor> params, const WholeOptions& options) {
     check_options(options);
     add_group(std::move(params));
     group_options_.push_back(options);
   }
-  /// With the constructor's options.
-  void add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }
 
   const Options& defaults() const { return defaults_; }  ///< the constructor's options
-  /// The options of `group`.
+  /// The options of `group`: PyTorch's optimizer.param_groups[group], e.g. options(1).weight_decay.
   const Options& options(size_t group = 0) const {
     check_group_index(group);
     return group_options_[group];
   }
-  /// Validated like the constructor's.
-  void set_options(size_t group, Options options) {
+  /// Changes the options `changes` gives and keeps the group's others (PyTorch:
+  /// optimizer.param_groups[group]["weight_decay"] = 0.0): set_options(1, {.weight_decay = 0.0}).
+  /// Validated like the constructor's; on error the group keeps all its options.
+  void set_options(size_t group, const GroupOptions& changes) {
+    check_group_index(group);
+    set_options(group, inherit(changes, group_options_[group]));
+  }
+  /// Replaces every option of `group` by the whole struct `options`. Validated like the constructor's.
+  template <std::same_as<Options> WholeOptions>
+  void set_options(size_t group, const WholeOptions& options) {
     check_group_index(group);
     check_options(options);
     group_options_[group] = options;
@@ -203,6 +249,8 @@ class OptimizerWithOptions : public Optimizer {
 
   /// Throws tg::Error naming the first invalid option.
   virtual void check_options(const Options& options) const = 0;
+  /// The options `given` sets, and those of `inherited` for the others.
+  virtual Options inherit(const GroupOptions& given, const Options& inherited) const = 0;
   /// The options from their PyTorch names; throws tg::Error as check_group_options promises.
   virtual Options parse_options(const OptionValues& values) const = 0;
   virtual OptionValues option_values(const Options& options) const = 0;  ///< the options by their PyTorch names

@@ -20,6 +20,7 @@
 /// One fused pass over memory per parameter; the stored gradient is never modified.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,20 @@ struct RMSpropOptions {
   bool maximize = false;  ///< ascend the objective instead of descending it
 };
 
+/// The options a parameter group of RMSprop gives (add_param_group, set_options): each one left
+/// unset is inherited, from the constructor's options for a new group.
+struct RMSpropGroupOptions {
+  std::optional<double> lr = std::nullopt;            ///< the learning rate
+  std::optional<double> alpha = std::nullopt;         ///< decay of the running mean of g^2
+  std::optional<double> eps = std::nullopt;           ///< added to the root mean square
+  std::optional<double> weight_decay = std::nullopt;  ///< L2 penalty, added to the gradient
+  std::optional<double> momentum = std::nullopt;      ///< the momentum factor
+  std::optional<bool> centered = std::nullopt;  ///< divide by the estimated standard deviation instead of the RMS
+  std::optional<bool> maximize = std::nullopt;  ///< ascend the objective instead of descending it
+};
+
 /// RMSprop, as torch.optim.RMSprop (rmsprop.hpp).
-class RMSprop : public OptimizerWithOptions<RMSpropOptions> {
+class RMSprop : public OptimizerWithOptions<RMSpropOptions, RMSpropGroupOptions> {
  public:
   /// Rejects what PyTorch rejects — lr, alpha, eps, weight_decay or momentum < 0 — and NaN or an
   /// infinity, with a tg::Error naming the option and the value.
@@ -48,6 +61,7 @@ class RMSprop : public OptimizerWithOptions<RMSpropOptions> {
  private:
   void update(size_t group, Tensor& param, const Tensor& grad, ParamState& state) override;
   void check_options(const RMSpropOptions& options) const override;
+  RMSpropOptions inherit(const RMSpropGroupOptions& given, const RMSpropOptions& inherited) const override;
   RMSpropOptions parse_options(const OptionValues& values) const override;
   OptionValues option_values(const RMSpropOptions& options) const override;
   std::vector<std::string> state_names() const override;

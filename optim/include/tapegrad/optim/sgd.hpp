@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tapegrad/optim/optimizer.hpp"
@@ -35,8 +36,19 @@ struct SGDOptions {
   bool maximize = false;  ///< ascend the objective instead of descending it
 };
 
+/// The options a parameter group of SGD gives (add_param_group, set_options): each one left unset
+/// is inherited, from the constructor's options for a new group.
+struct SGDGroupOptions {
+  std::optional<double> lr = std::nullopt;            ///< the learning rate
+  std::optional<double> momentum = std::nullopt;      ///< the momentum factor
+  std::optional<double> dampening = std::nullopt;     ///< the buffer takes (1 − dampening) of each new gradient
+  std::optional<double> weight_decay = std::nullopt;  ///< L2 penalty
+  std::optional<bool> nesterov = std::nullopt;        ///< Nesterov momentum
+  std::optional<bool> maximize = std::nullopt;        ///< ascend the objective instead of descending it
+};
+
 /// Stochastic gradient descent with momentum, as torch.optim.SGD (sgd.hpp).
-class SGD : public OptimizerWithOptions<SGDOptions> {
+class SGD : public OptimizerWithOptions<SGDOptions, SGDGroupOptions> {
  public:
   /// Rejects what PyTorch rejects — lr < 0, momentum < 0, weight_decay < 0, nesterov without
   /// momentum or with dampening — and NaN or an infinity in any option, with a tg::Error naming the
@@ -53,6 +65,7 @@ class SGD : public OptimizerWithOptions<SGDOptions> {
   // exists only as a local value inside the kernel.
   void update(size_t group, Tensor& param, const Tensor& grad, ParamState& state) override;
   void check_options(const SGDOptions& options) const override;
+  SGDOptions inherit(const SGDGroupOptions& given, const SGDOptions& inherited) const override;
   SGDOptions parse_options(const OptionValues& values) const override;
   OptionValues option_values(const SGDOptions& options) const override;
   std::vector<std::string> state_names() const override;
