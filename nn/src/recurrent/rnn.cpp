@@ -117,7 +117,7 @@ RNNBase::RunResult RNNBase::run_rows(const Tensor& rows, const std::vector<int64
     std::vector<Tensor> outputs;
     for (int64_t direction = 0; direction < directions; ++direction) {
       const size_t first = static_cast<size_t>(layer * directions + direction) * per_direction;
-      detail::LayerWeights w{flat_weights[first], flat_weights[first + 1]};
+      detail::LayerWeights w{flat_weights[first], flat_weights[first + 1], {}, {}, {}};
       if (bias) {
         w.b_ih = flat_weights[first + 2];
         w.b_hh = flat_weights[first + 3];
@@ -156,8 +156,9 @@ RNNBase::RunResult RNNBase::run_padded(const Tensor& input, const Tensor& h0, co
   };
   if (!unbatched) {
     for (const Tensor* state : {&h0, &c0})
-      check(!state->defined() || state->dim() == 3, name_, "for a batched input of shape ", input.shape(),
-            ", expected states of 3 dims, got ", state->shape());
+      if (state->defined())
+        check(state->dim() == 3, name_, "for a batched input of shape ", input.shape(), ", expected states of 3 dims, got ",
+              state->shape());
   }
   Tensor x = unbatched ? input.unsqueeze(1) : (batch_first ? input.transpose(0, 1) : input);  // [L, N, H_in]
   const int64_t steps = x.size(0), batch = x.size(1);
