@@ -247,6 +247,13 @@ void layer_forward(const Plan& p, const T* x, const T* h0, const T* c0, const T*
   }
   tg::detail::gemm<T>(false, true, p.total, G, p.input, x, w_ih, gx, /*accumulate=*/b_ih != nullptr);
 
+  // W_hhᵀ [H_out, G·H] once: every step's product then packs rows as they are stored instead of
+  // transposing W_hh again.
+  Tensor w_hh_t_tensor = make_tensor({O, G}, dtype_of<T>(), "recurrent layer");
+  T* w_hh_t = w_hh_t_tensor.mutable_data<T>();
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t o = 0; o < O; ++o) w_hh_t[o * G + g] = w_hh[g * O + o];
+
   std::copy(h0, h0 + p.batch * O, h_state);
   if (p.lstm()) std::copy(c0, c0 + p.batch * H, c_state);
   Tensor gh_tensor = make_tensor({p.batch, G}, dtype_of<T>(), "recurrent layer");  // one step's GH
@@ -259,7 +266,7 @@ void layer_forward(const Plan& p, const T* x, const T* h0, const T* c0, const T*
     // GH = h·W_hhᵀ (+ b_hh for the GRU, whose n gate needs it apart from GX)
     const bool gru_bias = p.gru() && b_hh;
     if (gru_bias) fill_rows(gh, b_hh, bs, G);
-    tg::detail::gemm<T>(false, true, bs, G, O, h_prev + row * O, w_hh, gh, gru_bias);
+    tg::detail::gemm<T>(false, false, bs, G, O, h_prev + row * O, w_hh_t, gh, gru_bias);
     T* y_rows = y + row * O;
     if (p.lstm()) {
       T* c_prev = work.c_prev.mutable_data<T>() + row * H;
