@@ -216,20 +216,8 @@ RNNBase::RunResult RNNBase::run_packed(const utils::rnn::PackedSequence& input, 
 // ---- the modules -----------------------------------------------------------------------------------
 
 RNN::RNN(int64_t input_size, int64_t hidden_size, RNNOptions options)
-    : RNNBase("RNN", cell_of("RNN", options.nonlinearity), input_size, hidden_size, options.num_layers, options.bias,
-              options.batch_first, options.dropout, options.bidirectional, 0) {}
-
-std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& h0) {
-  RunResult result = run_padded(input, h0, Tensor());
-  return {result.output, result.h_n};
-}
-
-std::tuple<utils::rnn::PackedSequence, Tensor> RNN::forward(const utils::rnn::PackedSequence& input, const Tensor& h0) {
-  RunResult result = run_packed(input, h0, Tensor());
-  return {{result.output, input.batch_sizes, input.sorted_indices, input.unsorted_indices}, result.h_n};
-}
-
-Tensor RNN::forward(const Tensor& x) { return run_padded(x, Tensor(), Tensor()).output; }
+    : SingleStateRNNBase("RNN", cell_of("RNN", options.nonlinearity), input_size, hidden_size, options.num_layers,
+                         options.bias, options.batch_first, options.dropout, options.bidirectional, 0) {}
 
 LSTM::LSTM(int64_t input_size, int64_t hidden_size, LSTMOptions options)
     : RNNBase("LSTM", detail::RecurrentCell::kLSTM, input_size, hidden_size, options.num_layers, options.bias,
@@ -253,20 +241,23 @@ std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> LSTM::forward
 Tensor LSTM::forward(const Tensor& x) { return run_padded(x, Tensor(), Tensor()).output; }
 
 GRU::GRU(int64_t input_size, int64_t hidden_size, GRUOptions options)
-    : RNNBase("GRU", detail::RecurrentCell::kGRU, input_size, hidden_size, options.num_layers, options.bias,
-              options.batch_first, options.dropout, options.bidirectional, 0) {}
+    : SingleStateRNNBase("GRU", detail::RecurrentCell::kGRU, input_size, hidden_size, options.num_layers,
+                         options.bias, options.batch_first, options.dropout, options.bidirectional, 0) {}
 
-std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& h0) {
+// ---- RNN and GRU: one state --------------------------------------------------------------------
+
+std::tuple<Tensor, Tensor> SingleStateRNNBase::forward(const Tensor& input, const Tensor& h0) {
   RunResult result = run_padded(input, h0, Tensor());
   return {result.output, result.h_n};
 }
 
-std::tuple<utils::rnn::PackedSequence, Tensor> GRU::forward(const utils::rnn::PackedSequence& input, const Tensor& h0) {
+std::tuple<utils::rnn::PackedSequence, Tensor> SingleStateRNNBase::forward(const utils::rnn::PackedSequence& input,
+                                                                           const Tensor& h0) {
   RunResult result = run_packed(input, h0, Tensor());
   return {{result.output, input.batch_sizes, input.sorted_indices, input.unsorted_indices}, result.h_n};
 }
 
-Tensor GRU::forward(const Tensor& x) { return run_padded(x, Tensor(), Tensor()).output; }
+Tensor SingleStateRNNBase::forward(const Tensor& x) { return run_padded(x, Tensor(), Tensor()).output; }
 
 // ---- the cells -------------------------------------------------------------------------------------
 

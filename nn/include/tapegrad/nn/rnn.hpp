@@ -112,12 +112,9 @@ class RNNBase : public Module {
                      int64_t batch);
 };
 
-/// nn.RNN: h_t = tanh(x_t·W_ihᵀ + b_ih + h_{t−1}·W_hhᵀ + b_hh) (or relu), layer after layer.
-class RNN : public RNNBase {
+/// What RNN and GRU share: a single state h (the LSTM carries (h, c)).
+class SingleStateRNNBase : public RNNBase {
  public:
-  /// nn.RNN(input_size, hidden_size, ...); tg::Error for a non-positive size or layer count, a
-  /// nonlinearity other than "tanh"/"relu" or a dropout outside [0, 1].
-  RNN(int64_t input_size, int64_t hidden_size, RNNOptions options = {});
   /// input [L, N, H_in] ([N, L, H_in] with batch_first) or unbatched [L, H_in]; h0
   /// [D·num_layers, N, H] ([D·num_layers, H] unbatched), undefined ({}) for zeros. Returns the
   /// output [L, N, D·H] and h_n [D·num_layers, N, H].
@@ -126,6 +123,17 @@ class RNN : public RNNBase {
   std::tuple<utils::rnn::PackedSequence, Tensor> forward(const utils::rnn::PackedSequence& input,
                                                          const Tensor& h0 = {});
   Tensor forward(const Tensor& x) override;  ///< the output alone, from zero states (Sequential)
+
+ protected:
+  using RNNBase::RNNBase;
+};
+
+/// nn.RNN: h_t = tanh(x_t·W_ihᵀ + b_ih + h_{t−1}·W_hhᵀ + b_hh) (or relu), layer after layer.
+class RNN : public SingleStateRNNBase {
+ public:
+  /// nn.RNN(input_size, hidden_size, ...); tg::Error for a non-positive size or layer count, a
+  /// nonlinearity other than "tanh"/"relu" or a dropout outside [0, 1].
+  RNN(int64_t input_size, int64_t hidden_size, RNNOptions options = {});
 };
 
 /// nn.LSTM: gates i, f, g, o from x_t and h_{t−1}; c_t = f ⊙ c_{t−1} + i ⊙ g, h_t = o ⊙ tanh(c_t)
@@ -148,17 +156,11 @@ class LSTM : public RNNBase {
 
 /// nn.GRU: r, z from x_t and h_{t−1}; n = tanh(W_in·x_t + b_in + r ⊙ (W_hn·h_{t−1} + b_hn));
 /// h_t = (1 − z) ⊙ n + z ⊙ h_{t−1}.
-class GRU : public RNNBase {
+class GRU : public SingleStateRNNBase {
  public:
   /// nn.GRU(input_size, hidden_size, ...); tg::Error for a non-positive size or layer count or a
   /// dropout outside [0, 1].
   GRU(int64_t input_size, int64_t hidden_size, GRUOptions options = {});
-  /// As RNN::forward.
-  std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& h0);
-  /// As RNN::forward on a packed batch.
-  std::tuple<utils::rnn::PackedSequence, Tensor> forward(const utils::rnn::PackedSequence& input,
-                                                         const Tensor& h0 = {});
-  Tensor forward(const Tensor& x) override;  ///< the output alone, from zero states (Sequential)
 };
 
 /// nn.RNNCell's optional arguments.
