@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nn_test_util.hpp"
+#include "support/vector_isa_levels.hpp"
 
 using tg::Shape;
 using tg::Tensor;
@@ -358,6 +359,38 @@ TEST_CASE("GRU forward and backward are bitwise identical for 1, 2, 3 and 8 thre
     return results;
   };
   require_bitwise_identical_across_threads(run);
+}
+
+TEST_CASE("float32 LSTM and GRU (core's vectorised exp in the gates) are bitwise the same at v3, avx512 and any threads",
+          "[rnn][vector_isa]") {
+  tg::manual_seed(29);
+  tg::nn::LSTM lstm(5, 19, {.bidirectional = true, .proj_size = 7});
+  tg::nn::GRU gru(5, 19);
+  const Tensor x0 = tg::randn({6, 13, 5}) * 3.0f;  // gates well into their saturated ends too
+  const auto run = [&] {
+    std::vector<std::vector<unsigned char>> results;
+    for (tg::nn::Module* module : {static_cast<tg::nn::Module*>(&lstm), static_cast<tg::nn::Module*>(&gru)}) {
+      Tensor x = x0.clone().requires_grad_();
+      module->zero_grad();
+      Tensor y = (*module)(x);
+      (y * y).sum().backward();
+      results.push_back(bytes(y));
+      results.push_back(bytes(x.grad()));
+      for (const Tensor& p : module->parameters()) results.push_back(bytes(p.grad()));
+    }
+    return results;
+  };
+  // The gates' exponentials are the same bits at every level; the products are too, but for the
+  // small ones at v2, whose kernel has no FMA (docs/performance.md), so v2 is left out here.
+  const auto reference = run();
+  for (const auto& [level, result] : tg::testing::at_every_supported_level(run)) {
+    CAPTURE(level);
+    if (level != "v2") REQUIRE(result == reference);
+  }
+  for (int threads : {1, 3}) {
+    CAPTURE(threads);
+    REQUIRE(with_threads(threads, run) == reference);
+  }
 }
 
 TEST_CASE("pack_padded_sequence, pad_packed_sequence, pad_sequence and pack_sequence by hand", "[rnn][packed]") {
