@@ -87,6 +87,12 @@ struct AttentionShape {
 // GPT example's heads (48 = 12 sequences × 4 heads, T 64, D 32) and a long sequence.
 inline const std::vector<AttentionShape> kAttentionShapes = {{48, 64, 32}, {64, 1024, 64}};
 
+struct LSTMShape {
+  int64_t batch, steps, layers, hidden, input;  // x: [steps, batch, input], LSTM(input, hidden, layers)
+};
+// A two-layer LSTM forward+backward, float32, from zero states: the character LSTM's shape.
+inline const std::vector<LSTMShape> kLSTMShapes = {{32, 128, 2, 256, 128}};
+
 struct PermuteShape {
   std::vector<int64_t> shape;  // the input's
   std::vector<int64_t> dims;   // y = x.permute(dims), a contiguous result
@@ -161,6 +167,7 @@ struct Backend {
   std::function<Runner(ToolkitShape)> dropout_forward;                // dropout(x, 0.1, training), no grad
   std::function<Runner(ToolkitShape)> adamw_step;                     // AdamW(lr 1e-3, wd 1e-2).step()
   std::function<Runner(AttentionShape)> attention_causal_forward_backward;  // causal SDPA, then backward
+  std::function<Runner(LSTMShape)> lstm_forward_backward;             // (y, (h, c)) = LSTM(x); y.backward(dy): dx and every weight
   std::function<Runner(ToolkitShape)> sort_forward;                   // x.sort(-1), no grad
   std::function<Runner(ToolkitShape)> topk_forward;                   // x.topk(kTopK, -1), no grad
   std::function<Runner(PermuteShape)> permute_forward_backward;       // y = x.permute(dims), contiguous; y.backward(dy)
@@ -304,6 +311,8 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
   }
   for (const AttentionShape& s : kAttentionShapes)
     add(backend.attention_causal_forward_backward, "attention_causal_fwd_bwd", dims({s.batch_heads, s.T, s.D}), s);
+  for (const LSTMShape& s : kLSTMShapes)
+    add(backend.lstm_forward_backward, "lstm_fwd_bwd", dims({s.batch, s.steps, s.layers, s.hidden, s.input}), s);
   for (const ToolkitShape& s : kSortShapes) {
     const std::string shape = dims({s.rows, s.cols});
     add(backend.sort_forward, "sort_fwd", shape, s);

@@ -252,6 +252,23 @@ bench::Runner attention_causal_forward_backward(bench::AttentionShape shape) {
           [s] { return all_finite({s->q.grad(), s->k.grad(), s->v.grad()}); }};
 }
 
+// (y, (h, c)) = LSTM(x) from zero states, then y.backward(dy): dx and every weight's gradient.
+bench::Runner lstm_forward_backward(bench::LSTMShape shape) {
+  struct State {
+    nn::LSTM lstm;
+    tg::Tensor x, dy;
+  };
+  auto s = std::make_shared<State>(State{nn::LSTM(shape.input, shape.hidden, {.num_layers = shape.layers}),
+                                         tg::randn({shape.steps, shape.batch, shape.input}).requires_grad_(),
+                                         tg::randn({shape.steps, shape.batch, shape.hidden})});
+  return {[s] {
+            s->x.set_grad({});
+            s->lstm.zero_grad();
+            std::get<0>(s->lstm.forward(s->x, std::nullopt)).backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad(), s->lstm.flat_weights[0].grad()}); }};
+}
+
 // values and indices of x.sort(-1) (or x.topk(kTopK, -1)) with x: [rows, cols], under NoGradGuard.
 template <typename Op>
 bench::Runner sorting_forward(bench::ToolkitShape shape, Op op) {
@@ -423,6 +440,7 @@ int main(int argc, char** argv) {
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
       .attention_causal_forward_backward = attention_causal_forward_backward,
+      .lstm_forward_backward = lstm_forward_backward,
       .sort_forward = sort_forward,
       .topk_forward = topk_forward,
       .permute_forward_backward = permute_forward_backward,

@@ -234,6 +234,25 @@ bench::Runner attention_causal_forward_backward(bench::AttentionShape shape) {
           [s] { return all_finite({s->q.grad(), s->k.grad(), s->v.grad()}); }};
 }
 
+// (y, (h, c)) = torch::nn::LSTM(x) from zero states, then y.backward(dy): libtorch's CPU LSTM
+// (at::lstm, per-step cells), gradients reset to none.
+bench::Runner lstm_forward_backward(bench::LSTMShape shape) {
+  struct State {
+    torch::nn::LSTM lstm;
+    torch::Tensor x, dy;
+  };
+  auto s = std::make_shared<State>(
+      State{torch::nn::LSTM(torch::nn::LSTMOptions(shape.input, shape.hidden).num_layers(shape.layers)),
+            torch::randn({shape.steps, shape.batch, shape.input}).requires_grad_(),
+            torch::randn({shape.steps, shape.batch, shape.hidden})});
+  return {[s] {
+            reset_grads({s->x});
+            reset_grads(s->lstm->parameters());
+            std::get<0>(s->lstm->forward(s->x)).backward(s->dy);
+          },
+          [s] { return all_finite({s->x.grad(), s->lstm->parameters()[0].grad()}); }};
+}
+
 // values and indices of torch::sort(x, -1) (or torch::topk(x, kTopK, -1)), no grad.
 template <typename Op>
 bench::Runner sorting_forward(bench::ToolkitShape shape, Op op) {
@@ -347,6 +366,7 @@ int main(int argc, char** argv) {
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
       .attention_causal_forward_backward = attention_causal_forward_backward,
+      .lstm_forward_backward = lstm_forward_backward,
       .sort_forward = sort_forward,
       .topk_forward = topk_forward,
       .permute_forward_backward = permute_forward_backward,
