@@ -25,9 +25,9 @@ import time
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
-from char_gpt_torch import LN2, bible_corpus, cpu_name, file_corpus, get_batch
+# The data, the batches, the loss and its estimate are char_gpt's twin's (any model of [B, T] -> logits).
+from char_gpt_torch import LN2, bible_corpus, cpu_name, estimate_loss, file_corpus, get_batch, loss_of
 
 
 class CharLSTM(nn.Module):
@@ -43,23 +43,6 @@ class CharLSTM(nn.Module):
         # idx: [B, T] int64 -> logits [B, T, vocab]; h_0 = c_0 = 0
         output, _ = self.lstm(self.embedding(idx))
         return self.head(output)
-
-
-def loss_of(model, x, y):
-    logits = model(x)
-    return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
-
-
-@torch.no_grad()
-def estimate_loss(model, splits, args, generator):
-    model.eval()
-    out = {}
-    for name, tokens in splits:
-        losses = [loss_of(model, *get_batch(tokens, args.batch_size, args.block_size, generator)).item()
-                  for _ in range(args.eval_iters)]
-        out[name] = sum(losses) / len(losses)
-    model.train()
-    return out
 
 
 def main():
