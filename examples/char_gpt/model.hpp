@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <numbers>
 #include <string>
@@ -26,6 +25,8 @@
 #include <vector>
 #include <tapegrad/nn/transformer.hpp>  // TransformerEncoder(Layer), MultiheadAttention
 #include <tapegrad/tapegrad.hpp>
+
+#include "../text/sample.hpp"
 
 namespace char_gpt {
 
@@ -278,17 +279,6 @@ struct SampleOptions {
   bool kv_cache = true;      // false: recompute the whole context for every character (the reference)
 };
 
-// The next character from the last position's logits [V]: softmax(logits / temperature) over
-// the top_k likeliest (the others masked to −∞, as nanoGPT), one draw of tg::multinomial.
-inline int64_t sample_next(const tg::Tensor& logits, const SampleOptions& options, tg::Generator& generator) {
-  tg::Tensor scaled = logits.to(tg::kFloat64) / options.temperature;
-  if (options.top_k > 0 && options.top_k < scaled.size(-1)) {
-    const double kth = scaled.topk(options.top_k).values.to_vector<double>().back();
-    scaled = scaled.masked_fill(scaled.lt(kth), -std::numeric_limits<double>::infinity());
-  }
-  return tg::multinomial(scaled.softmax(-1), 1, false, &generator).item<int64_t>();
-}
-
 // `prompt` (1 <= its length <= block_size) followed by options.max_new_tokens generated
 // characters. The context is a window of at most block_size positions; when it is full, it drops
 // to its last block_size/2 characters, whose keys and values are computed afresh in one pass (a
@@ -333,7 +323,7 @@ inline std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& pro
     }
     const tg::Tensor last = logits.reshape({-1, logits.size(-1)}).index_select(
         0, tg::tensor({static_cast<double>(logits.size(1) - 1)}, {1}, tg::kInt64));
-    tokens.push_back(sample_next(last.reshape({-1}), options, generator));
+    tokens.push_back(examples::text::sample_next(last.reshape({-1}), options.temperature, options.top_k, generator));
   }
   model.train(was_training);
   return tokens;

@@ -1,20 +1,23 @@
-# The checks on examples/char_gpt that a regex over its output cannot make. Every mode but
-# `bible` trains on a small text this script writes (the Bible is not needed):
+# The checks on the character models, examples/char_gpt and examples/char_lstm (they share their
+# data and run: examples/text), that a regex over their output cannot make. Every mode but `bible`
+# trains on a small text this script writes (the Bible is not needed):
 #
-#   cmake -DPROGRAM=<exe> -DWORK_DIR=<dir> -DARGS="--n-layer;2;..." -DMODE=train -P char_gpt.cmake
+#   cmake -DPROGRAM=<exe> -DWORK_DIR=<dir> -DARGS="--n-layer;2;..." -DMODE=train
+#         -DGENERATION="key/value cache" -DEXPECT_ROWS=4 -P char_model.cmake
 #     a short run with sampling: exit 0, metrics.csv with its header and a row per evaluation,
 #     the checkpoint, the validation loss fallen well below its start (ln of the vocabulary),
-#     metrics.png when gnuplot is on PATH, the sample and its rate printed, and the last line
-#     "final val loss X (Y bits per character)" with Y = X / ln 2.
+#     metrics.png when gnuplot is on PATH, the sample and its rate (generated with GENERATION)
+#     printed, and the last line "final val loss X (Y bits per character)" with Y = X / ln 2.
 #   ... -DMODE=resume: 2N iterations straight against N, a stop and --resume: the final
 #     checkpoints byte-identical, and metrics.csv too but for its seconds column.
 #   ... -DMODE=no_bible: with nothing on PATH and no --text, the error names the packages.
-#   ... -DMODE=bad_text: an empty file and a binary one are errors saying so.
+#   ... -DMODE=bad_text -DDEFAULT_BLOCK_SIZE=64: an empty file, a binary one and one shorter than
+#     the default block are errors saying so.
 #   ... -DMODE=bible: a few iterations on the Bible (bible-kjv installed): the split's numbers.
 #   ... -DMODE=distributed_resume -DMPIEXEC="mpiexec;...;-n": the resume check on 2 ranks.
 foreach(required PROGRAM WORK_DIR MODE)
   if(NOT DEFINED ${required})
-    message(FATAL_ERROR "char_gpt.cmake: -D${required}=... is required")
+    message(FATAL_ERROR "char_model.cmake: -D${required}=... is required")
   endif()
 endforeach()
 
@@ -118,7 +121,7 @@ if(MODE STREQUAL "train")
   if(gnuplot AND NOT EXISTS ${WORK_DIR}/out/metrics.png)
     message(FATAL_ERROR "gnuplot is at ${gnuplot} but metrics.png was not written")
   endif()
-  if(NOT output MATCHES "---- sample \\(temperature 0.8, top-k 5\\)\nIn the[^\n]*\n.*----\nsampled 60 characters in [0-9.]+ s: [0-9]+ characters/s \\(key/value cache\\)\n")
+  if(NOT output MATCHES "---- sample \\(temperature 0.8, top-k 5\\)\nIn the[^\n]*\n.*----\nsampled 60 characters in [0-9.]+ s: [0-9]+ characters/s \\(${GENERATION}\\)\n")
     message(FATAL_ERROR "no sample starting with the prompt, and its rate, in the output")
   endif()
   if(NOT output MATCHES "tokens/s at [0-9]+ threads")
@@ -161,9 +164,11 @@ elseif(MODE STREQUAL "no_bible")
 elseif(MODE STREQUAL "bad_text")
   file(WRITE ${WORK_DIR}/empty.txt "")
   run_failing("--text [^ ]*empty.txt is empty: give a UTF-8 or ASCII text file" --text ${WORK_DIR}/empty.txt --out ${WORK_DIR}/out)
-  run_failing("--text [^ ]*char_gpt[^ ]* is not UTF-8 text: a NUL byte \\(a binary file\\?\\)" --text ${PROGRAM} --out ${WORK_DIR}/out)
+  get_filename_component(program_name ${PROGRAM} NAME)
+  run_failing("--text [^ ]*${program_name}[^ ]* is not UTF-8 text: a NUL byte \\(a binary file\\?\\)" --text ${PROGRAM} --out ${WORK_DIR}/out)
   file(WRITE ${WORK_DIR}/short.txt "too short\n")
-  run_failing("the training text has 9 characters, fewer than --block-size \\+ 1 = 65" --text ${WORK_DIR}/short.txt --out ${WORK_DIR}/out)
+  math(EXPR block_plus_one "${DEFAULT_BLOCK_SIZE} + 1")
+  run_failing("the training text has 9 characters, fewer than --block-size \\+ 1 = ${block_plus_one}" --text ${WORK_DIR}/short.txt --out ${WORK_DIR}/out)
 elseif(MODE STREQUAL "bible")
   run(${WORK_DIR}/out)
   # The split's numbers: 31,102 verses in 1,189 chapters, 118 of them (k = 9, 19, ..., 1179) validate.
@@ -171,5 +176,5 @@ elseif(MODE STREQUAL "bible")
     message(FATAL_ERROR "the Bible's split is not the expected one")
   endif()
 else()
-  message(FATAL_ERROR "char_gpt.cmake: unknown MODE '${MODE}'")
+  message(FATAL_ERROR "char_model.cmake: unknown MODE '${MODE}'")
 endif()
