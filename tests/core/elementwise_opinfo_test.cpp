@@ -294,6 +294,10 @@ TEST_CASE("elementwise ops pass gradcheck in float64 over their domains", "[core
 TEST_CASE("elementwise ops pass gradgradcheck in float64 over their domains",
           "[core][elementwise][opinfo][gradcheck][double_backward]") {
   const std::string name = GENERATE(from_range(row_names()));
+  // 0^e's recorded backward masks base^e · log(base) = 0 · −inf = NaN with where, whose own
+  // backward multiplies a zero by that −inf again: the second derivative is NaN, in PyTorch too
+  // (torch.autograd.gradgradcheck(lambda e: torch.pow(0.0, e), ...) fails the same way).
+  if (name == "pow_base0") return;
   const OpInfo& row = row_named(name);
   tg::manual_seed(17);
   for (const std::vector<Shape>& shapes : row.gradcheck_shapes) {
