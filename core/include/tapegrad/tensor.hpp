@@ -150,6 +150,92 @@ class Tensor {
   Tensor gelu(std::string_view approximate = "none") const;  ///< "none" (erf) or "tanh"
   Tensor erf() const;                                        ///< the error function, as torch.erf
   Tensor abs() const;                                        ///< gradient 0 at 0
+  /// Trigonometric and hyperbolic functions elementwise, as torch.sin, cos, tan, asin, acos, atan,
+  /// sinh and cosh: float32 and float64, and int64 or bool tensors computed as float32 (PyTorch
+  /// promotes integers to its default float dtype). NaN outside the domain (asin and acos of
+  /// |x| > 1, sin of ±inf). Gradients as PyTorch's: sin′ = cos, cos′ = −sin, tan′ = 1 + tan²,
+  /// asin′ = 1/√(1 − x²), acos′ = −1/√(1 − x²), atan′ = 1/(1 + x²), sinh′ = cosh, cosh′ = sinh.
+  ///@{
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tan() const;
+  Tensor asin() const;
+  Tensor acos() const;
+  Tensor atan() const;
+  Tensor sinh() const;
+  Tensor cosh() const;
+  ///@}
+  /// 2^x, log₂ x, log₁₀ x and e^x − 1 (accurate for small x) elementwise, as torch.exp2, log2, log10
+  /// and expm1; dtypes as sin (int64 and bool computed as float32); log of x < 0 is NaN, of 0 −inf.
+  ///@{
+  Tensor exp2() const;
+  Tensor log2() const;
+  Tensor log10() const;
+  Tensor expm1() const;
+  ///@}
+  /// The largest integer <= x and the smallest >= x elementwise, as torch.floor and torch.ceil:
+  /// float32 and float64 (±0, ±inf and NaN unchanged), int64 returned as a copy. Gradient 0.
+  ///@{
+  Tensor floor() const;
+  Tensor ceil() const;
+  ///@}
+  /// x rounded to the nearest integer, halves to even (0.5 → 0, 1.5 → 2, −2.5 → −2), as
+  /// torch.round; with `decimals` as torch.round(x, decimals=d): round(x · 10^d) / 10^d, or
+  /// round(x / 10^−d) · 10^−d for d < 0. float32 and float64; int64 returned as a copy (decimals = 0
+  /// only). Gradient 0.
+  Tensor round(int64_t decimals = 0) const;
+  /// −1, 0 or 1 by the sign of x, as torch.sign: float32, float64 and int64 keep their dtype (±0 and
+  /// NaN give 0), bool is returned as a copy. Gradient 0.
+  Tensor sign() const;
+  /// atan2(this, other) elementwise, the angle of the point (other, this) in (−π, π], as torch.atan2:
+  /// broadcasting, the operands promoted to one dtype and int64/bool computed as float32. Gradients
+  /// as PyTorch's: g · other / (this² + other²) to this, −g · this / (this² + other²) to other, each
+  /// summed back to its operand's shape.
+  Tensor atan2(const Tensor& other) const;
+  /// The remainder of this / other with the quotient truncated toward zero (the sign of this), as
+  /// torch.fmod, and with the quotient floored (the sign of other, Python's %), as torch.remainder:
+  /// broadcasting, the operands promoted to one dtype (float32, float64, int64; bool with bool is
+  /// refused). A float remainder by 0 is NaN; an int64 one throws tg::Error "ZeroDivisionError", as
+  /// PyTorch's RuntimeError does. Gradients as PyTorch's: g to this, −g · trunc(this / other)
+  /// (fmod) or −g · floor(this / other) (remainder) to other.
+  ///@{
+  Tensor fmod(const Tensor& other) const;
+  Tensor remainder(const Tensor& other) const;
+  ///@}
+  /// x.fmod(number) and x.remainder(number), typed as PyTorch types a Scalar: a float tensor keeps
+  /// its dtype (the number rounded to it); an int64 (or bool) tensor stays int64 for an integer and
+  /// becomes float32 for a floating-point number: `counts.remainder(7)` is int64, `x.fmod(2.5)`
+  /// keeps x's float dtype.
+  ///@{
+  template <typename Number>
+    requires((std::integral<Number> || std::floating_point<Number>) && !std::same_as<Number, bool>)
+  Tensor fmod(Number other) const {
+    return modulo_by(/*floored=*/false, other);
+  }
+  template <typename Number>
+    requires((std::integral<Number> || std::floating_point<Number>) && !std::same_as<Number, bool>)
+  Tensor remainder(Number other) const {
+    return modulo_by(/*floored=*/true, other);
+  }
+  ///@}
+
+ private:
+  // fmod (floored = false) or remainder by a number, which PyTorch types as an integer (`integral`:
+  // exactly `integer`) or a floating-point number `floating`; behind the templates above.
+  Tensor modulo_by(bool floored, bool integral, int64_t integer, double floating) const;
+  template <typename Number>
+  Tensor modulo_by(bool floored, Number other) const {
+    if constexpr (std::floating_point<Number>) {
+      return modulo_by(floored, false, 0, static_cast<double>(other));
+    } else {
+      if constexpr (std::is_unsigned_v<Number>)
+        check(other <= static_cast<std::make_unsigned_t<int64_t>>(INT64_MAX), floored ? "remainder" : "fmod",
+              "the integer ", other, " is outside int64's range");
+      return modulo_by(floored, true, static_cast<int64_t>(other), static_cast<double>(other));
+    }
+  }
+
+ public:
   /// min(max(x, min), max), either bound optional (not both absent); gradient where min <= x <= max.
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
   /// min(max(x, min), max) with tensor bounds, as torch.clamp(Tensor, Tensor?, Tensor?): x and the
@@ -537,11 +623,43 @@ Tensor sigmoid(const Tensor& x);
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 Tensor erf(const Tensor& x);  ///< x.erf(): the error function elementwise, as torch.erf
 Tensor abs(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor exp2(const Tensor& x);
+Tensor log2(const Tensor& x);
+Tensor log10(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x, int64_t decimals = 0);
+Tensor sign(const Tensor& x);
+Tensor atan2(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Tensor& b);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
 /// clamp with tensor bounds, broadcasting: see Tensor::clamp(const std::optional<Tensor>&, ...).
 Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max = std::nullopt);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
+///@}
+/// tg::fmod(x, number) is x.fmod(number), tg::remainder(x, number) x.remainder(number).
+///@{
+template <typename Number>
+  requires((std::integral<Number> || std::floating_point<Number>) && !std::same_as<Number, bool>)
+Tensor fmod(const Tensor& x, Number other) {
+  return x.fmod(other);
+}
+template <typename Number>
+  requires((std::integral<Number> || std::floating_point<Number>) && !std::same_as<Number, bool>)
+Tensor remainder(const Tensor& x, Number other) {
+  return x.remainder(other);
+}
 ///@}
 /// condition (bool) ? a : b elementwise, all three broadcast together; a and b promoted to one dtype.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);

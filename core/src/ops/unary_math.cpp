@@ -1,12 +1,17 @@
 // Every unary elementwise op: arithmetic (neg, sqrt, rsqrt, pow with a scalar exponent or a
-// scalar base, exp, log, log1p, erf), activations (relu, tanh, sigmoid, gelu), abs and clamp. Each
-// is one call of unary_op: its forward, one map over the tensor, sits right above its derivative,
-// one map2 of the output gradient with the one tensor the derivative needs (the input or the
-// output), and that derivative again in recorded tg ops, for a backward that is itself recorded
-// (create_graph) and can be differentiated once more.
+// scalar base, exp, exp2, expm1, log, log2, log10, log1p, erf), trigonometric and hyperbolic
+// functions (sin, cos, tan, asin, acos, atan, sinh, cosh), rounding and sign (floor, ceil, round,
+// sign), activations (relu, tanh, sigmoid, gelu), abs and clamp. Each is one call of unary_op: its
+// forward, one map over the tensor, sits right above its derivative, one map2 of the output
+// gradient with the one tensor the derivative needs (the input or the output), and that derivative
+// again in recorded tg ops, for a backward that is itself recorded (create_graph) and can be
+// differentiated once more.
 // Formulas and the operation order are PyTorch's CPU kernels' (ATen's UnaryOpsKernel.cpp,
 // Activation.cpp, PowKernel.cpp) and its gradient formulas (derivatives.yaml), and so are the
-// conventions at kinks: relu'(0) = 0, abs'(0) = 0, clamp passes the gradient where min <= x <= max.
+// conventions at kinks: relu'(0) = 0, abs'(0) = 0, clamp passes the gradient where min <= x <= max,
+// and floor, ceil, round and sign have a zero gradient everywhere, their jumps included.
+// The forwards are scalar libm calls in this file, compiled once for the baseline ISA: the same bits
+// at every vector level and thread count.
 // clamp with tensor bounds broadcasts its three operands, so it is written out at the end.
 #include <cmath>
 #include <numbers>
@@ -26,6 +31,14 @@ namespace {
 // What a unary op's backward reads besides the output gradient.
 enum class Saved { Nothing, Input, Output };
 
+// What a unary op does with int64 and bool tensors (which never require grad), as PyTorch does.
+enum class Integers {
+  Refused,  // tg::Error naming the op and the dtype
+  ToFloat,  // computed as float32, PyTorch's default float dtype: sin of an int64 tensor is float32
+  Copied,   // int64 returned as a copy, already whole (floor, ceil, round); bool refused, as PyTorch
+  Kept,     // int64 and bool run the forward in their own type and keep it (sign)
+};
+
 // <cmath>'s M_SQRT2, M_SQRT1_2 and M_2_SQRTPI (exact: scaling by 2 does not round), which
 // PyTorch's GELU kernels multiply in this order.
 constexpr double kSqrt2 = std::numbers::sqrt2;
@@ -34,16 +47,38 @@ constexpr double k2OverSqrtPi = 2 * std::numbers::inv_sqrtpi;
 // The tanh form's β = √(2/π) (as PyTorch rounds it: M_SQRT2 · M_2_SQRTPI · 0.5) and κ.
 constexpr double kGeluBeta = kSqrt2 * k2OverSqrtPi * 0.5;
 constexpr double kGeluKappa = 0.044715;
+// ln 2 and ln 10 as derivatives.yaml writes them (M_LN2 and 2.3025850929940456).
+constexpr double kLn2 = std::numbers::ln2;
+constexpr double kLn10 = std::numbers::ln10;
 
-// y = forward(x) elementwise, float32 and float64. The gradient is g → derivative(g, s)
-// elementwise, where s is the saved input or output, or g → derivative(g) when nothing is saved.
+// The derivative of a step (floor, ceil, round, sign): 0, at the jumps too, as PyTorch's
+// zeros_like(grad) (so a NaN or infinite output gradient still gives 0); recorded, a zero tensor.
+constexpr auto kZeroDerivative = [](auto g) { return decltype(g)(0); };
+const auto kZeroDerivativeGraph = [](const Tensor& g) { return zeros_like(g); };
+
+// y = forward(x) elementwise, float32 and float64 (int64 and bool as `integers` says). The
+// gradient is g → derivative(g, s) elementwise, where s is the saved input or output, or
+// g → derivative(g) when nothing is saved.
 // A pass that records its backward (create_graph) computes the same gradient as graph(g, s) (or
 // graph(g)), written in recorded tg ops, so that it can be differentiated again: there s is
 // connected to the graph (the input itself, or the output with this node as its grad_fn).
-template <Saved saved, typename Forward, typename Derivative, typename GraphDerivative>
+template <Saved saved, Integers integers = Integers::Refused, typename Forward, typename Derivative,
+          typename GraphDerivative>
 Tensor unary_op(const Tensor& x, const char* op, const char* node_name, const Forward& forward,
                 const Derivative& derivative, const GraphDerivative& graph) try {
   check(x.defined(), op, "undefined tensor");
+  if constexpr (integers == Integers::ToFloat)
+    if (!is_floating_point(x.dtype()))
+      return unary_op<saved>(x.to(kFloat32), op, node_name, forward, derivative, graph);
+  if constexpr (integers == Integers::Copied) {
+    detail::check_dtype<detail::DTypes<kFloat32, kFloat64, kInt64>>(op, x.dtype());
+    if (x.dtype() == kInt64) return x.clone();
+  }
+  if constexpr (integers == Integers::Kept)
+    if (!is_floating_point(x.dtype()))
+      return detail::dispatch<detail::DTypes<kInt64, kBool>>(op, x.dtype(), [&]<typename T>() {
+        return detail::broadcast_map<T, T>(x.shape(), forward, x);
+      });
   detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
   Tensor out = detail::map(x, forward);
   if (!autograd::needs_grad(x)) return out;
@@ -217,6 +252,37 @@ Tensor Tensor::log1p() const {
       [](const Tensor& g, const Tensor& x) { return g / (x + 1.0); });
 }
 
+// 2^x, as torch.exp2; d 2^x/dx = 2^x · ln 2 (derivatives.yaml: grad * result * M_LN2).
+Tensor Tensor::exp2() const {
+  return unary_op<Saved::Output, Integers::ToFloat>(
+      *this, "exp2", "Exp2Backward", [](auto v) { return std::exp2(v); },
+      [](auto g, auto y) { return g * y * decltype(y)(kLn2); },
+      [](const Tensor& g, const Tensor& y) { return g * y * kLn2; });
+}
+
+// e^x − 1, accurate for small x, as torch.expm1; d (e^x − 1)/dx = e^x = y + 1.
+Tensor Tensor::expm1() const {
+  return unary_op<Saved::Output, Integers::ToFloat>(
+      *this, "expm1", "Expm1Backward", [](auto v) { return std::expm1(v); },
+      [](auto g, auto y) { return g * (y + decltype(y)(1)); },
+      [](const Tensor& g, const Tensor& y) { return g * (y + 1.0); });
+}
+
+// d log₂ x/dx = 1 / (x ln 2), d log₁₀ x/dx = 1 / (x ln 10): derivatives.yaml divides by the product.
+Tensor Tensor::log2() const {
+  return unary_op<Saved::Input, Integers::ToFloat>(
+      *this, "log2", "Log2Backward", [](auto v) { return std::log2(v); },
+      [](auto g, auto x) { return g / (x * decltype(x)(kLn2)); },
+      [](const Tensor& g, const Tensor& x) { return g / (x * kLn2); });
+}
+
+Tensor Tensor::log10() const {
+  return unary_op<Saved::Input, Integers::ToFloat>(
+      *this, "log10", "Log10Backward", [](auto v) { return std::log10(v); },
+      [](auto g, auto x) { return g / (x * decltype(x)(kLn10)); },
+      [](const Tensor& g, const Tensor& x) { return g / (x * kLn10); });
+}
+
 // The error function, as torch.erf; d erf(x)/dx = 2/√π · e^(−x²).
 Tensor Tensor::erf() const {
   return unary_op<Saved::Input>(
@@ -241,6 +307,119 @@ Tensor Tensor::abs() const {
                  return static_cast<T>((T(0) < v) - (v < T(0)));
                });
       });
+}
+
+// --- trigonometric and hyperbolic functions ---------------------------------------------------
+// int64 and bool inputs are computed as float32, as PyTorch's (torch.sin(torch.arange(3)) is
+// float32). Derivatives in derivatives.yaml's operation order.
+
+Tensor Tensor::sin() const {
+  return unary_op<Saved::Input, Integers::ToFloat>(
+      *this, "sin", "SinBackward", [](auto v) { return std::sin(v); },
+      [](auto g, auto x) { return g * std::cos(x); },  // d sin x/dx = cos x
+      [](const Tensor& g, const Tensor& x) { return g * x.cos(); });
+}
+
+Tensor Tensor::cos() const {
+  return unary_op<Saved::Input, Integers::ToFloat>(
+      *this, "cos", "CosBackward", [](auto v) { return std::cos(v); },
+      [](auto g, auto x) { return g * -std::sin(x); },  // d cos x/dx = −sin x
+      [](const Tensor& g, const Tensor& x) { return g * -x.sin(); });
+}
+
+Tensor Tensor::tan() const {
+  return unary_op<Saved::Output, Integers::ToFloat>(
+      *this, "tan", "TanBackward", [](auto v) { return std::tan(v); },
+      [](auto g, auto y) { return g * (decltype(y)(1) + y * y); },  // d tan x/dx = 1 + tan² x
+      [](const Tensor& g, const Tensor& y) { return g * (1.0 + y * y); });
+}
+
+// d asin x/dx = 1/√(1 − x²) and d acos x/dx = −1/√(1 − x²): PyTorch's (−x·x + 1).rsqrt(), a
+// division (as its rsqrt kernel); ±inf at ±1, NaN beyond.
+Tensor Tensor::asin() const {
+  return unary_op<Saved::Input, Integers::ToFloat>(
+      *this, "asin", "AsinBackward", [](auto v) { return std::asin(v); },
+      [](auto g, auto x) {
+        using T = decltype(x);
+        return g * (T(1) / std::sqrt(T(1) - x * x));
+      },
+      [](const Tensor& g, const Tensor& x) { return g * (1.0 - x * x).rsqrt(); });
+}
+
+Tensor Tensor::acos() const {
+  return unary_op<Saved::Input, Integers::ToFloat>(
+      *this, "acos", "AcosBackward", [](auto v) { return std::acos(v); },
+      [](auto g, auto x) {
+        using T = decltype(x);
+        return g * -(T(1) / std::sqrt(T(1) - x * x));
+      },
+      [](const Tensor& g, const Tensor& x) { return g * -(1.0 - x * x).rsqrt(); });
+}
+
+Tensor Tensor::atan() const {
+  return unary_op<Saved::Input, Integers::ToFloat>(
+      *this, "atan", "AtanBackward", [](auto v) { return std::atan(v); },
+      [](auto g, auto x) { return g / (x * x + decltype(x)(1)); },  // d atan x/dx = 1 / (1 + x²)
+      [](const Tensor& g, const Tensor& x) { return g / (x * x + 1.0); });
+}
+
+Tensor Tensor::sinh() const {
+  return unary_op<Saved::Input, Integers::ToFloat>(
+      *this, "sinh", "SinhBackward", [](auto v) { return std::sinh(v); },
+      [](auto g, auto x) { return g * std::cosh(x); },  // d sinh x/dx = cosh x
+      [](const Tensor& g, const Tensor& x) { return g * x.cosh(); });
+}
+
+Tensor Tensor::cosh() const {
+  return unary_op<Saved::Input, Integers::ToFloat>(
+      *this, "cosh", "CoshBackward", [](auto v) { return std::cosh(v); },
+      [](auto g, auto x) { return g * std::sinh(x); },  // d cosh x/dx = sinh x
+      [](const Tensor& g, const Tensor& x) { return g * x.sinh(); });
+}
+
+// --- rounding and sign ---------------------------------------------------------------------------
+// Steps: a zero gradient everywhere (kZeroDerivative). int64 is already whole, so floor, ceil and
+// round return a copy of it; sign computes −1/0/1 in int64 and is the identity on bool.
+
+Tensor Tensor::floor() const {
+  return unary_op<Saved::Nothing, Integers::Copied>(
+      *this, "floor", "FloorBackward", [](auto v) { return std::floor(v); }, kZeroDerivative, kZeroDerivativeGraph);
+}
+
+Tensor Tensor::ceil() const {
+  return unary_op<Saved::Nothing, Integers::Copied>(
+      *this, "ceil", "CeilBackward", [](auto v) { return std::ceil(v); }, kZeroDerivative, kZeroDerivativeGraph);
+}
+
+// Halves to even: C's nearbyint in the default rounding mode, as PyTorch's kernel. With decimals,
+// PyTorch's round_decimals kernel: the scale 10^|d| computed in double and rounded to the dtype, then
+// nearbyint(x · scale) / scale, or nearbyint(x / scale) · scale for d < 0 (so 10^|d| overflowing
+// float32 gives NaN, as in PyTorch).
+Tensor Tensor::round(int64_t decimals) const {
+  check(decimals == 0 || !defined() || is_floating_point(dtype()), "round", "decimals = ", decimals,
+        " is not implemented for ", dtype(), " tensors (convert with .to(tg::kFloat32))");
+  const bool negative = decimals < 0;
+  const double scale = std::pow(10.0, std::fabs(static_cast<double>(decimals)));
+  return unary_op<Saved::Nothing, Integers::Copied>(
+      *this, "round", "RoundBackward",
+      [decimals, negative, scale](auto v) {
+        using T = decltype(v);
+        const T ten_pow = static_cast<T>(scale);
+        if (decimals == 0) return std::nearbyint(v);
+        return negative ? std::nearbyint(v / ten_pow) * ten_pow : std::nearbyint(v * ten_pow) / ten_pow;
+      },
+      kZeroDerivative, kZeroDerivativeGraph);
+}
+
+// (0 < x) − (x < 0): ±0 and NaN give 0, as PyTorch's kernel.
+Tensor Tensor::sign() const {
+  return unary_op<Saved::Nothing, Integers::Kept>(
+      *this, "sign", "SignBackward",
+      [](auto v) {
+        using T = decltype(v);
+        return static_cast<T>((T(0) < v) - (v < T(0)));
+      },
+      kZeroDerivative, kZeroDerivativeGraph);
 }
 
 // --- activations -------------------------------------------------------------------------------
@@ -459,6 +638,22 @@ Tensor sigmoid(const Tensor& x) { return x.sigmoid(); }
 Tensor gelu(const Tensor& x, std::string_view approximate) { return x.gelu(approximate); }
 Tensor erf(const Tensor& x) { return x.erf(); }
 Tensor abs(const Tensor& x) { return x.abs(); }
+Tensor sin(const Tensor& x) { return x.sin(); }
+Tensor cos(const Tensor& x) { return x.cos(); }
+Tensor tan(const Tensor& x) { return x.tan(); }
+Tensor asin(const Tensor& x) { return x.asin(); }
+Tensor acos(const Tensor& x) { return x.acos(); }
+Tensor atan(const Tensor& x) { return x.atan(); }
+Tensor sinh(const Tensor& x) { return x.sinh(); }
+Tensor cosh(const Tensor& x) { return x.cosh(); }
+Tensor exp2(const Tensor& x) { return x.exp2(); }
+Tensor log2(const Tensor& x) { return x.log2(); }
+Tensor log10(const Tensor& x) { return x.log10(); }
+Tensor expm1(const Tensor& x) { return x.expm1(); }
+Tensor floor(const Tensor& x) { return x.floor(); }
+Tensor ceil(const Tensor& x) { return x.ceil(); }
+Tensor round(const Tensor& x, int64_t decimals) { return x.round(decimals); }
+Tensor sign(const Tensor& x) { return x.sign(); }
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) { return x.clamp(min, max); }
 Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
   return x.clamp(min, max);
