@@ -80,10 +80,13 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   const bool training = options.training;
   const tg::detail::BatchNormShape shape = channel_shape(input.shape());
   const int64_t count = shape.N * shape.S;  // values per channel
-  check(!training || count > 1, op, "expected more than 1 value per channel when training, got input size ",
+  // One value has no variance (PyTorch's _verify_batch_size); none at all is an empty batch, below.
+  check(!training || count != 1, op, "expected more than 1 value per channel when training, got input size ",
         input.shape());
   check(training || (running_mean.defined() && running_var.defined()), op,
         "running_mean and running_var must be defined in evaluation mode (training = false)");
+  // PyTorch takes a negative ε (a NaN wherever the variance is below −ε); refused as a caller's bug,
+  // as by every norm here (docs/differences-from-pytorch.md).
   check(std::isfinite(options.eps) && options.eps >= 0, op, "eps must be finite and ≥ 0, got ", options.eps);
 
   const int64_t C = shape.C;
@@ -103,7 +106,13 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     const auto& kernels = tg::detail::batch_norm_kernels_for_cpu().of<T>();
     const T* gamma = weight.defined() ? weight.data<T>() : nullptr;
     const T* beta = bias.defined() ? bias.data<T>() : nullptr;
-    if (training) {
+    if (training && count == 0) {
+      // An empty batch (N = 0, or a spatial dim 0) has no statistics: the output is empty and the
+      // running ones stay, as PyTorch's empty-input path. μ = 0 and rstd = 1 make backward's
+      // dγ = rstd·Σ∅ exactly 0.
+      std::fill(mean, mean + C, 0.0);
+      std::fill(rstd, rstd + C, 1.0);
+    } else if (training) {
       std::vector<double> var(static_cast<size_t>(C));
       kernels.train_forward(input.data<T>(), gamma, beta, y.mutable_data<T>(), mean, var.data(), shape, options.eps);
       for (int64_t c = 0; c < C; ++c) rstd[c] = 1.0 / std::sqrt(var[static_cast<size_t>(c)] + options.eps);

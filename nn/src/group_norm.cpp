@@ -62,6 +62,8 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
           "input, but got ", what, " of shape ", t->shape(), " and input of shape ", input.shape());
     check(t->dtype() == input.dtype(), op, "dtypes differ: input ", input.dtype(), ", ", what, " ", t->dtype());
   }
+  // PyTorch takes a negative ε (a NaN wherever the variance is below −ε); refused as a caller's bug,
+  // as by every norm here (docs/differences-from-pytorch.md).
   check(std::isfinite(eps) && eps >= 0, op, "eps must be finite and ≥ 0, got ", eps);
 
   const tg::detail::BatchNormShape shape = channel_shape(input.shape());

@@ -4,6 +4,8 @@
 // product of the leading dims); the row kernels, and the maths, are in layer_norm_kernels.cpp.
 #include "tapegrad/nn/layer_norm.hpp"
 
+#include <cmath>
+
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "layer_norm_kernels.hpp"
@@ -20,6 +22,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   const detail::NormalizedRows rows =
       detail::check_normalized_input("layer_norm", x, normalized_shape, {{&weight, "weight"}, {&bias, "bias"}});
   const int64_t M = rows.M, N = rows.N;  // named copies: the backward closure captures them
+  // PyTorch takes a negative ε; refused, as by the other norms: it is a caller's bug.
+  check(std::isfinite(eps) && eps >= 0, "layer_norm", "eps must be finite and ≥ 0, got ", eps);
 
   // An absent γ is ones and an absent β zeros (N elements each), so one kernel serves both
   // cases; such constants do not require grad, so the node sends them nothing.

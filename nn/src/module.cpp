@@ -2,9 +2,16 @@
 // parameters.
 #include "tapegrad/nn/module.hpp"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <new>
+#include <optional>
+#include <typeinfo>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -16,11 +23,67 @@
 
 namespace tg::nn {
 
+// --- The parameters made so far ---------------------------------------------------------------------
+
+namespace {
+
+// Every tensor made as a parameter, with its label and whether a module's named_parameters() has
+// listed it, for operator()'s check. A parameter nobody lists is one no optimizer built from
+// parameters() steps: most likely a child left out of its parent's members(). Entries hold their
+// tensor weakly (an address may be reused once the tensor dies) and the dead ones are dropped as
+// the registry grows.
+class ParameterRegistry {
+ public:
+  void add(const Tensor& parameter, const std::string& label) {
+    const std::lock_guard lock(mutex_);
+    if (entries_.size() >= prune_at_) {
+      std::erase_if(entries_, [](const auto& entry) { return entry.second.tensor.expired(); });
+      prune_at_ = std::max<size_t>(1024, 2 * entries_.size());
+    }
+    entries_[tg::detail::impl_of(parameter)] = {tg::detail::impl_ptr_of(parameter), label, false};
+  }
+  void mark_listed(const Tensor& parameter) {
+    const std::lock_guard lock(mutex_);
+    if (Entry* entry = find(tg::detail::impl_of(parameter))) entry->listed = true;
+  }
+  // The label of a parameter no module has listed, or nullopt (listed, or not a parameter).
+  std::optional<std::string> unlisted(const TensorImpl* tensor) {
+    const std::lock_guard lock(mutex_);
+    const Entry* entry = find(tensor);
+    if (entry == nullptr || entry->listed) return std::nullopt;
+    return entry->label;
+  }
+
+ private:
+  struct Entry {
+    std::weak_ptr<TensorImpl> tensor;
+    std::string label;  // "Linear.weight"
+    bool listed = false;
+  };
+  Entry* find(const TensorImpl* tensor) {
+    const auto it = entries_.find(tensor);
+    return it != entries_.end() && it->second.tensor.lock().get() == tensor ? &it->second : nullptr;
+  }
+  std::mutex mutex_;
+  std::unordered_map<const TensorImpl*, Entry> entries_;
+  size_t prune_at_ = 1024;
+};
+
+ParameterRegistry& parameter_registry() {
+  static ParameterRegistry* registry = new ParameterRegistry;  // never destroyed: parameters may outlive main
+  return *registry;
+}
+
+}  // namespace
+
 // --- Parameter -------------------------------------------------------------------------------------
 
 Parameter::Parameter(std::string name, const Tensor& value) : label_(std::move(name)) {
   // detach(): the slot is always a leaf of its own, whatever produced `value`.
-  if (value.defined()) Tensor::operator=(value.detach().requires_grad_());
+  if (value.defined()) {
+    Tensor::operator=(value.detach().requires_grad_());
+    parameter_registry().add(*this, label_);
+  }
 }
 
 Parameter& Parameter::operator=(const Tensor& values) {
@@ -99,8 +162,35 @@ struct ModuleHooks {
 };
 }  // namespace detail
 
+namespace {
+// The module calls running on this thread: the outermost one, and its parameters once a check
+// inside it has asked for them (a child may use parameters its caller declares: a tied weight).
+struct ModuleCalls {
+  Module* outermost = nullptr;
+  int depth = 0;
+  std::optional<std::unordered_set<const TensorImpl*>> outermost_parameters;
+};
+thread_local ModuleCalls module_calls;
+
+struct ModuleCallScope {
+  explicit ModuleCallScope(Module& module) {
+    if (module_calls.depth++ == 0) module_calls.outermost = &module;
+  }
+  ~ModuleCallScope() {
+    if (--module_calls.depth == 0) module_calls = {};
+  }
+  ModuleCallScope(const ModuleCallScope&) = delete;
+  ModuleCallScope& operator=(const ModuleCallScope&) = delete;
+};
+}  // namespace
+
 Tensor Module::operator()(const Tensor& x) try {
-  if (!hooks_) return forward(x);
+  const ModuleCallScope scope(*this);
+  if (!hooks_) {
+    Tensor output = forward(x);
+    if (!declarations_checked_.is_set()) check_declared_parameters(x, x, output);
+    return output;
+  }
   // Copies of the lists: a hook may register or remove hooks.
   const std::shared_ptr<detail::ModuleHooks> hooks = hooks_;
   Tensor input = x;
@@ -108,6 +198,7 @@ Tensor Module::operator()(const Tensor& x) try {
     for (const auto& [id, hook] : std::vector(hooks->forward_pre->hooks))
       if (Tensor replaced = hook(*this, input); replaced.defined()) input = std::move(replaced);
   Tensor output = forward(input);
+  if (!declarations_checked_.is_set()) check_declared_parameters(x, input, output);
   if (hooks->forward)
     for (const auto& [id, hook] : std::vector(hooks->forward->hooks))
       if (Tensor replaced = hook(*this, input, output); replaced.defined()) output = std::move(replaced);
@@ -116,6 +207,73 @@ Tensor Module::operator()(const Tensor& x) try {
   // The ops inside forward name themselves (their tg::Error passes); this is the copies of the
   // hook lists, or a custom forward's own allocations.
   throw tg::detail::OutOfMemoryError("forward", "out of memory");
+}
+
+namespace {
+// The class of `module` as written in C++ ("Block", "tg::nn::Linear"), for messages.
+std::string module_type_name(const Module& module) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(typeid(module).name(), nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled ? demangled : typeid(module).name();
+  std::free(demangled);
+  return name;
+}
+}  // namespace
+
+void Module::check_declared_parameters(const Tensor& x, const Tensor& input, const Tensor& output) {
+  // Without a graph (no grad mode, nothing requires grad) the parameters forward used cannot be
+  // seen; the first call that records one does the check.
+  if (!output.defined() || !output.requires_grad()) return;
+  const auto parameters_of = [](Module& module) {
+    std::unordered_set<const TensorImpl*> parameters;
+    Members::Visitor visitor{.on_parameter = [&](const std::string&, Parameter& p) {
+      parameters.insert(tg::detail::impl_of(p));
+    }};
+    module.walk(visitor, "");
+    return parameters;
+  };
+  // Declared: by this module, or by the outermost module being called (which holds this one).
+  const std::unordered_set<const TensorImpl*> own = parameters_of(*this);
+  std::optional<std::unordered_set<const TensorImpl*>>& outer = module_calls.outermost_parameters;
+  if (!outer && module_calls.outermost != this) outer = parameters_of(*module_calls.outermost);
+  const auto declared = [&](const TensorImpl* leaf) { return own.contains(leaf) || (outer && outer->contains(leaf)); };
+  // The leaves the output reaches without going through forward's input: x and what made it
+  // belong to the caller (the previous layer, whose own call checks them).
+  const TensorImpl* inputs[] = {tg::detail::impl_of(x), tg::detail::impl_of(input)};
+  std::unordered_set<const autograd::Node*> seen;
+  for (const TensorImpl* in : inputs)
+    if (in != nullptr && in->grad_fn) seen.insert(in->grad_fn.get());
+  std::vector<const TensorImpl*> leaves;
+  std::vector<const autograd::Node*> stack;
+  const TensorImpl* out = tg::detail::impl_of(output);
+  if (!out->grad_fn) leaves.push_back(out);  // forward returned a leaf (a parameter itself, or x)
+  else if (seen.insert(out->grad_fn.get()).second) stack.push_back(out->grad_fn.get());  // else: x itself
+  while (!stack.empty()) {
+    const autograd::Node* node = stack.back();
+    stack.pop_back();
+    for (const autograd::Edge& edge : node->next) {
+      if (!edge || !seen.insert(edge.function.get()).second) continue;
+      if (!edge.function->is_accumulator) {
+        stack.push_back(edge.function.get());
+      } else if (const auto leaf = static_cast<const autograd::AccumulateGrad&>(*edge.function).leaf.lock()) {
+        leaves.push_back(leaf.get());
+      }
+    }
+  }
+  for (const TensorImpl* leaf : leaves) {
+    if (leaf == inputs[0] || leaf == inputs[1] || declared(leaf)) continue;
+    const std::optional<std::string> label = parameter_registry().unlisted(leaf);
+    if (!label) continue;
+    const std::string type = module_type_name(*this);
+    throw Error(tg::detail::concat(
+        type, ".forward: the output depends on the parameter '", label->empty() ? "Parameter" : *label, "' (",
+        leaf->dtype, " ", leaf->shape, "), which ", type,
+        " does not declare and no module's parameters() has listed: an optimizer built from parameters() "
+        "would never step it, and zero_grad(), to(), state_dict() and checkpoints would skip it. Declare the "
+        "child module holding it in members() (m.module(\"name\", child)), or the parameter itself "
+        "(m.parameter(\"name\", p))"));
+  }
+  declarations_checked_.set();
 }
 
 HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
@@ -222,6 +380,8 @@ std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool remove
     if (!remove_duplicate || seen.insert(tg::detail::impl_of(p)).second) named.emplace_back(name, p);
   }};
   walk(visitor, "");
+  // Listed: whoever asked (an optimizer's constructor, clip_grad_norm_) looks after these.
+  for (const auto& [name, p] : named) parameter_registry().mark_listed(p);
   return named;
 }
 
@@ -261,6 +421,7 @@ void detail::give_own_parameters(Module& module) {
       .on_parameter =
           [&](const std::string&, Parameter& p) {
             static_cast<Tensor&>(p) = fresh_copy(p, true);  // rebinds the slot, unlike Parameter's value assignment
+            parameter_registry().add(p, p.label());
           },
       .on_buffer = [&](const std::string&, Tensor& b) { b = fresh_copy(b, false); }};
   module.walk(visitor, "");

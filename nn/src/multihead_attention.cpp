@@ -9,6 +9,7 @@
 // layout only changes where the heads are split and merged.
 #include "tapegrad/nn/multihead_attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -55,6 +56,16 @@ Tensor causal_mask(int64_t L, int64_t S, DType dtype) {
   for (int64_t i = 0; i < L; ++i)
     for (int64_t j = 0; j < S; ++j) above[i * S + j] = j > i;
   return additive_mask(mask, dtype, "the causal mask");
+}
+
+// The rows of an additive mask [.., L, S] that mask every key (all −∞), as a bool [.., L, 1]; or
+// undefined when there are none (the common case, which then costs one pass over the mask).
+Tensor rows_without_key(const Tensor& mask) {
+  NoGradGuard no_grad;  // a constant of the graph, whatever the mask's requires_grad
+  const Tensor row_max = mask.max(-1, true).values;
+  const Tensor none = row_max.eq(-std::numeric_limits<double>::infinity());
+  const bool* flags = none.data<bool>();
+  return std::any_of(flags, flags + none.numel(), [](bool flag) { return flag; }) ? none : Tensor();
 }
 
 }  // namespace
@@ -182,7 +193,15 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
     // weights = softmax(q·kᵀ/√D + mask), dropped out in training; attended = weights·v.
     Tensor scores = tg::matmul(q * std::sqrt(1.0 / static_cast<double>(head_dim)), k.transpose(-2, -1));
     if (mask.defined()) scores = scores + mask;
-    weights = F::dropout(F::softmax(scores, -1), dropout_p, dropout_p > 0.0);
+    // A query whose every key is masked (a sequence of padding only) has nothing to attend to: its
+    // weights are 0, and so its output row, as the fused kernel's (attention.md), instead of
+    // softmax's NaN over a row of −∞, which would also send NaN gradients into the batch's
+    // parameters. Its scores are made finite first, so that backward through softmax stays finite.
+    const Tensor no_key = mask.defined() ? rows_without_key(mask) : Tensor();  // [.., L, 1] bool
+    if (no_key.defined()) scores = scores.masked_fill(no_key, 0.0);
+    weights = F::softmax(scores, -1);
+    if (no_key.defined()) weights = weights.masked_fill(no_key, 0.0);
+    weights = F::dropout(weights, dropout_p, dropout_p > 0.0);
     attended = tg::matmul(weights, v);
   } else {
     attended = F::scaled_dot_product_attention(

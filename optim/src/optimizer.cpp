@@ -11,7 +11,10 @@ namespace tg::optim {
 Optimizer::Optimizer(const char* name, std::vector<Tensor> params) : name_(name) { add_group(std::move(params)); }
 
 void Optimizer::add_group(std::vector<Tensor> params) {
-  check(!params.empty(), name_, "expected at least one parameter, got an empty list");
+  // The usual cause: a module whose members() declares nothing, so model.parameters() is empty.
+  check(!params.empty(), name_, "expected at least one parameter, got an empty list (a module's parameters() ",
+        "lists only what its members() declares: declare each child module with m.module(\"name\", child) and ",
+        "each parameter of its own with m.parameter(\"name\", p))");
   for (size_t j = 0; j < params.size(); ++j) {
     const Tensor& param = params[j];
     const size_t i = params_.size() + j;  // its index in parameters() once added

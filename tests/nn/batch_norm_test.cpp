@@ -1,5 +1,5 @@
 // BatchNorm: PyTorch fixtures (F::batch_norm in training and eval mode, BatchNorm1d/2d's running
-// statistics over 10 steps with momentum 0.1 and None), gradcheck and gradgradcheck in float64,
+// statistics over 10 steps with momentum 0.1 and None, an empty batch between two steps), gradcheck and gradgradcheck in float64,
 // a reference built from tg ops on a large input (the streaming-store path), thread-count
 // determinism, the modules' buffers and options, and errors.
 #include <optional>
@@ -33,6 +33,24 @@ std::vector<int64_t> channel_dims(const Tensor& x) {
   std::vector<int64_t> dims = {0};
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
   return dims;
+}
+
+// A module case's options: its momentum, −1 for None (the cumulative average).
+tg::nn::BatchNormOptions fixture_options(const tg::testing::FixtureCase& c) {
+  const double momentum = c.scalar("momentum");
+  return {.momentum = momentum < 0 ? std::nullopt : std::optional(momentum)};
+}
+
+// run(bn) on the BatchNorm1d or BatchNorm2d the case's name starts with.
+template <typename Run>
+void run_on_module(const std::string& base, int64_t C, const tg::nn::BatchNormOptions& options, const Run& run) {
+  if (base.rfind("batchnorm2d", 0) == 0) {
+    tg::nn::BatchNorm2d bn(C, options);
+    run(bn);
+  } else {
+    tg::nn::BatchNorm1d bn(C, options);
+    run(bn);
+  }
 }
 
 }  // namespace
@@ -96,8 +114,7 @@ TEST_CASE("BatchNorm1d/2d's running statistics over 10 steps match PyTorch, mome
   CAPTURE(base, suffix);
   const auto& c = bn_fixture(base + suffix);
   const double atol = fixture_atol(suffix) * 10;
-  const double momentum = c.scalar("momentum");
-  const tg::nn::BatchNormOptions options{.momentum = momentum < 0 ? std::nullopt : std::optional(momentum)};
+  const tg::nn::BatchNormOptions options = fixture_options(c);
   const int64_t C = c.at("weight").numel();
   auto run = [&](tg::nn::BatchNormBase& bn) {
     bn.to(fixture_dtype(suffix));
@@ -114,13 +131,75 @@ TEST_CASE("BatchNorm1d/2d's running statistics over 10 steps match PyTorch, mome
     TG_REQUIRE_CLOSE(bn(c.at("x_eval")), c.at("y_eval"), atol);
     REQUIRE(bn.num_batches_tracked.item<int64_t>() == 10);  // eval steps are not counted
   };
-  if (base.rfind("batchnorm2d", 0) == 0) {
-    tg::nn::BatchNorm2d bn(C, options);
-    run(bn);
-  } else {
-    tg::nn::BatchNorm1d bn(C, options);
-    run(bn);
-  }
+  run_on_module(base, C, options, run);
+}
+
+TEST_CASE("BatchNorm1d/2d take an empty batch as PyTorch: empty output, running stats kept, counted, zero grads",
+          "[batch_norm][fixture]") {
+  const std::string base =
+      GENERATE(as<std::string>{}, "batchnorm1d_empty_0x3_m0p1", "batchnorm1d_empty_0x3x5_mNone",
+               "batchnorm1d_empty_2x3x0_m0p1", "batchnorm2d_empty_0x3x2x3_mNone", "batchnorm2d_empty_2x3x0x4_m0p1");
+  const std::string suffix = GENERATE(as<std::string>{}, "_f32", "_f64");
+  CAPTURE(base, suffix);
+  const auto& c = bn_fixture(base + suffix);
+  const double atol = fixture_atol(suffix) * 10;
+  const tg::nn::BatchNormOptions options = fixture_options(c);
+  auto run = [&](tg::nn::BatchNormBase& bn) {
+    bn.to(fixture_dtype(suffix));
+    bn.weight = c.at("weight");
+    bn.bias = c.at("bias");
+    bn(c.at("x0"));
+    const Tensor running_mean = bn.running_mean.clone(), running_var = bn.running_var.clone();
+    const Tensor x_empty = tg::zeros(Shape(c.ints("empty_shape")), fixture_dtype(suffix)).requires_grad_();
+    const Tensor y_empty = bn(x_empty);
+    REQUIRE(y_empty.shape() == x_empty.shape());
+    (y_empty * 3.0).sum().backward();
+    // Unchanged to the bit (no update at all, not an update by zero), and the batch counted.
+    REQUIRE(bytes(bn.running_mean) == bytes(running_mean));
+    REQUIRE(bytes(bn.running_var) == bytes(running_var));
+    TG_REQUIRE_CLOSE(bn.running_mean, c.at("running_mean_empty"), atol);
+    TG_REQUIRE_CLOSE(bn.running_var, c.at("running_var_empty"), atol);
+    REQUIRE(bn.num_batches_tracked.item<int64_t>() == c.ints("num_batches_tracked_empty")[0]);
+    REQUIRE(bn.num_batches_tracked.item<int64_t>() == 2);
+    TG_REQUIRE_CLOSE(bn.weight.grad(), c.at("weight_grad"), 0.0);  // exactly 0
+    TG_REQUIRE_CLOSE(bn.bias.grad(), c.at("bias_grad"), 0.0);
+    REQUIRE(x_empty.grad().shape() == x_empty.shape());
+    // The next batch: with momentum = None the empty one counted, so x1 gets weight 1/3, not 1/2.
+    TG_REQUIRE_CLOSE(bn(c.at("x1")), c.at("y1"), atol);
+    TG_REQUIRE_CLOSE(bn.running_mean, c.at("running_mean"), atol);
+    TG_REQUIRE_CLOSE(bn.running_var, c.at("running_var"), atol);
+    REQUIRE(bn.num_batches_tracked.item<int64_t>() == c.ints("num_batches_tracked")[0]);
+    // Eval mode takes an empty batch too.
+    bn.eval();
+    REQUIRE(bn(x_empty.detach()).shape() == x_empty.shape());
+  };
+  const int64_t C = c.at("weight").numel();
+  run_on_module(base, C, options, run);
+}
+
+TEST_CASE("F::batch_norm of an empty batch: empty output and zero gradients, twice differentiable",
+          "[batch_norm][gradcheck]") {
+  const Shape shape = GENERATE(Shape{0, 3}, Shape{0, 3, 4}, Shape{2, 3, 0}, Shape{0, 3, 2, 2});
+  const bool training = GENERATE(true, false);
+  CAPTURE(shape, training);
+  const Tensor x = tg::zeros(shape, tg::kFloat64).requires_grad_();
+  const Tensor weight = tg::full({3}, 2.0, tg::kFloat64).requires_grad_();
+  const Tensor bias = tg::ones({3}, tg::kFloat64).requires_grad_();
+  const Tensor running_mean = tg::full({3}, 0.5, tg::kFloat64), running_var = tg::full({3}, 2.0, tg::kFloat64);
+  const Tensor y = F::batch_norm(x, running_mean, running_var, {.weight = weight, .bias = bias, .training = training});
+  REQUIRE(y.shape() == shape);
+  TG_REQUIRE_CLOSE(running_mean, tg::full({3}, 0.5, tg::kFloat64), 0.0);
+  TG_REQUIRE_CLOSE(running_var, tg::full({3}, 2.0, tg::kFloat64), 0.0);
+  const std::vector<Tensor> grads =
+      tg::autograd::grad({y.sum()}, {x, weight, bias}, {}, {.create_graph = true});
+  REQUIRE(grads[0].shape() == shape);
+  TG_REQUIRE_CLOSE(grads[1], tg::zeros({3}, tg::kFloat64), 0.0);
+  TG_REQUIRE_CLOSE(grads[2], tg::zeros({3}, tg::kFloat64), 0.0);
+  // Differentiated again (the recorded composite backward): still zero, no NaN.
+  const std::vector<Tensor> second = tg::autograd::grad({grads[1].sum()}, {weight}, {}, {.allow_unused = true});
+  if (second[0].defined()) TG_REQUIRE_CLOSE(second[0], tg::zeros({3}, tg::kFloat64), 0.0);
+  // Without running statistics too.
+  if (training) REQUIRE(F::batch_norm(x, Tensor(), Tensor(), {.training = true}).shape() == shape);
 }
 
 TEST_CASE("batch_norm passes gradcheck and gradgradcheck in float64", "[batch_norm][gradcheck]") {
@@ -247,8 +326,16 @@ TEST_CASE("batch_norm refuses bad input, naming the shapes", "[batch_norm][error
                    Contains("weight") && Contains("[4]"));
   REQUIRE_TG_ERROR(F::batch_norm(tg::zeros({4, 3}), tg::zeros({3}, tg::kFloat64), tg::ones({3})),
                    Contains("dtypes differ"));
+  // Exactly one value per channel is refused (its variance is undefined), as PyTorch, for each rank.
   REQUIRE_TG_ERROR(F::batch_norm(tg::zeros({1, 3}), tg::zeros({3}), tg::ones({3}), {.training = true}),
                    Contains("more than 1 value per channel") && Contains("[1, 3]"));
+  REQUIRE_TG_ERROR(F::batch_norm(tg::zeros({1, 3, 1}), Tensor(), Tensor(), {.training = true}),
+                   Contains("more than 1 value per channel") && Contains("[1, 3, 1]"));
+  REQUIRE_TG_ERROR(tg::nn::BatchNorm2d(3)(tg::zeros({1, 3, 1, 1})),
+                   Contains("more than 1 value per channel") && Contains("[1, 3, 1, 1]"));
+  REQUIRE(tg::nn::BatchNorm2d(3).eval()(tg::zeros({1, 3, 1, 1})).shape() == Shape{1, 3, 1, 1});  // eval: fine
+  REQUIRE_TG_ERROR(F::batch_norm(tg::zeros({4, 3}), Tensor(), Tensor(), {.training = true, .eps = -1e-3}),
+                   Contains("batch_norm") && Contains("eps must be finite and ≥ 0"));
   REQUIRE_TG_ERROR(F::batch_norm(tg::zeros({4, 3}), Tensor(), Tensor()), Contains("evaluation mode"));
   REQUIRE_TG_ERROR(F::batch_norm(tg::zeros({4, 3}, tg::kInt64), Tensor(), Tensor(), {.training = true}),
                    Contains("float32 or float64"));

@@ -1,5 +1,6 @@
 // GroupNorm: PyTorch fixtures, gradcheck and gradgradcheck in float64, agreement with its
 // definition on a large input, thread-count determinism, the module, and errors.
+#include <limits>
 #include <string>
 
 #include "nn_test_util.hpp"
@@ -110,4 +111,25 @@ TEST_CASE("GroupNorm: parameters, options, errors naming the shapes", "[group_no
   REQUIRE_TG_ERROR(gn(tg::zeros({2, 6, 5})), Contains("weight") && Contains("[4]") && Contains("[2, 6, 5]"));
   REQUIRE_TG_ERROR(F::group_norm(tg::zeros({4}), 2), Contains("at least 2 dims") && Contains("[4]"));
   REQUIRE_TG_ERROR(F::group_norm(tg::zeros({2, 4}), 2, tg::ones({4}, tg::kFloat64)), Contains("dtypes differ"));
+}
+
+// PyTorch 1.13 takes a negative ε in every norm (group_norm, layer_norm, batch_norm), a NaN wherever
+// a variance is below −ε; tapegrad refuses it in all of them, and a NaN or infinite one
+// (docs/differences-from-pytorch.md).
+TEST_CASE("every norm refuses a negative or non-finite eps, naming it", "[group_norm][layer_norm][batch_norm][errors]") {
+  using Catch::Contains;
+  const double eps = GENERATE(-1e-3, -1.0, std::numeric_limits<double>::infinity(),
+                              std::numeric_limits<double>::quiet_NaN());
+  CAPTURE(eps);
+  const Tensor x = tg::randn({3, 4, 5});
+  REQUIRE_TG_ERROR(tg::nn::GroupNorm(2, 4, {.eps = eps})(x), Contains("group_norm") && Contains("eps"));
+  REQUIRE_TG_ERROR(F::group_norm(x, 2, {}, {}, eps), Contains("group_norm") && Contains("eps"));
+  REQUIRE_TG_ERROR(tg::nn::LayerNorm({5}, {.eps = eps})(x), Contains("layer_norm") && Contains("eps"));
+  REQUIRE_TG_ERROR(F::layer_norm(x, {5}, {}, {}, eps), Contains("layer_norm") && Contains("eps"));
+  REQUIRE_TG_ERROR(tg::nn::RMSNorm({5}, {.eps = eps})(x), Contains("rms_norm") && Contains("eps"));
+  REQUIRE_TG_ERROR(tg::nn::BatchNorm1d(4, {.eps = eps})(x), Contains("batch_norm") && Contains("eps"));
+  REQUIRE_TG_ERROR(tg::nn::BatchNorm1d(4, {.eps = eps}).eval()(x), Contains("batch_norm") && Contains("eps"));
+  // ε = 0 is allowed everywhere (a constant channel then divides by 0, as in PyTorch).
+  REQUIRE(tg::nn::GroupNorm(2, 4, {.eps = 0.0})(x).shape() == x.shape());
+  REQUIRE(tg::nn::LayerNorm({5}, {.eps = 0.0})(x).shape() == x.shape());
 }

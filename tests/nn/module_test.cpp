@@ -206,3 +206,106 @@ TEST_CASE("a Sequential cannot contain itself, directly or through a child", "[m
   CHECK(inner->size() == 0);
   CHECK(outer->named_parameters().empty());  // the walk ends
 }
+
+namespace {
+
+// The mistake the first forward catches: `head` is used by forward but left out of members().
+struct ForgotHead : tg::nn::Module {
+  tg::nn::Linear body{4, 8};
+  tg::nn::Linear head{8, 2};
+  void members(tg::nn::Members& m) override { m.module("body", body); }
+  Tensor forward(const Tensor& x) override { return head(body(x).relu()); }
+};
+
+// The same with a parameter of its own left out.
+struct ForgotParameter : tg::nn::Module {
+  tg::nn::Linear lin{4, 2};
+  tg::nn::Parameter scale{"ForgotParameter.scale", tg::ones({2})};
+  void members(tg::nn::Members& m) override { m.module("lin", lin); }
+  Tensor forward(const Tensor& x) override { return lin(x) * scale; }
+};
+
+// Legitimate uses of tensors a module does not declare.
+struct UsesCallersEmbedding : tg::nn::Module {  // a weight its parent declares (tied by use)
+  const tg::nn::Embedding* table = nullptr;
+  Tensor forward(const Tensor& h) override { return tg::matmul(h, table->weight.t()); }
+};
+struct Decoder : tg::nn::Module {
+  tg::nn::Embedding wte{10, 4};
+  UsesCallersEmbedding head;
+  Decoder() { head.table = &wte; }
+  Decoder(const Decoder&) = delete;
+  void members(tg::nn::Members& m) override {
+    m.module("wte", wte);
+    m.module("head", head);
+  }
+  Tensor forward(const Tensor& h) override { return head(h); }
+};
+struct UsesPlainTensor : tg::nn::Module {  // a requires-grad tensor that is no Parameter
+  Tensor code = tg::randn({4}).requires_grad_();
+  Tensor forward(const Tensor& x) override { return x * code; }
+};
+
+}  // namespace
+
+TEST_CASE("the first forward names a parameter its module forgot to declare", "[module][members]") {
+  using Catch::Contains;
+  const Tensor x = tg::randn({3, 4});
+  ForgotHead forgot_head;
+  // parameters() (what an optimizer is built from) misses the head: an optimizer would never step it.
+  REQUIRE(forgot_head.parameters().size() == 2);
+  REQUIRE_TG_ERROR(forgot_head(x), Contains("ForgotHead.forward") && Contains("'Linear.weight'") &&
+                                       Contains("[2, 8]") && Contains("m.module(\"name\", child)"));
+  // Every call of a module that fails the check checks again.
+  REQUIRE_TG_ERROR(forgot_head(x), Contains("ForgotHead.forward"));
+  ForgotParameter forgot_parameter;
+  REQUIRE_TG_ERROR(forgot_parameter(x), Contains("'ForgotParameter.scale'") && Contains("m.parameter(\"name\", p)"));
+  // Through a container: the module whose forward used it is named.
+  tg::nn::Sequential model{ForgotParameter(), tg::nn::ReLU()};
+  REQUIRE_TG_ERROR(model(x), Contains("ForgotParameter.forward") && Contains("'ForgotParameter.scale'"));
+}
+
+TEST_CASE("the forgotten-parameter check leaves correct modules alone", "[module][members]") {
+  const Tensor x = tg::randn({3, 4});
+  // Without a graph the check waits for a forward that records one.
+  ForgotHead forgot_head;
+  {
+    tg::NoGradGuard no_grad;
+    REQUIRE(forgot_head(x).shape() == Shape{3, 2});
+  }
+  // The input's own graph (the previous layer's parameters) belongs to the caller.
+  tg::nn::Linear before(4, 4), after(4, 2);
+  REQUIRE(after(before(x)).shape() == Shape{3, 2});
+  // A module that returns its input (Identity, eval Dropout) has nothing of its own to check.
+  tg::nn::Linear unlisted(4, 4);
+  tg::nn::Identity identity;
+  REQUIRE(identity(unlisted(x)).shape() == Shape{3, 4});
+  // A parameter the module's caller declares (weight tying by use).
+  Decoder decoder;
+  REQUIRE(decoder(tg::randn({3, 4})).shape() == Shape{3, 10});
+  // A tensor that requires grad but is no Parameter: the user looks after it.
+  UsesPlainTensor plain;
+  REQUIRE(plain(x).shape() == Shape{3, 4});
+  // A parameter some module's parameters() has listed (an optimizer steps it) is someone's.
+  ForgotParameter listed;
+  tg::optim::SGD optimizer({listed.scale}, {.lr = 0.1});
+  REQUIRE_THROWS_AS(listed(x), tg::Error);  // an optimizer's own list is not a module's
+  struct Holder : tg::nn::Module {
+    tg::nn::Parameter* scale = nullptr;
+    void members(tg::nn::Members& m) override { m.parameter("scale", *scale); }
+    Tensor forward(const Tensor& t) override { return t; }
+  } holder;
+  holder.scale = &listed.scale;
+  (void)holder.parameters();  // listed by a module: from now on someone steps it
+  REQUIRE(listed(x).shape() == Shape{3, 2});
+}
+
+TEST_CASE("an empty parameter list says how to declare a module's children", "[module][members]") {
+  using Catch::Contains;
+  struct Empty : tg::nn::Module {
+    tg::nn::Linear lin{2, 2};  // declared nowhere: members() is not overridden
+    Tensor forward(const Tensor& x) override { return lin(x); }
+  } empty;
+  REQUIRE_TG_ERROR(tg::optim::SGD(empty.parameters(), {.lr = 0.1}),
+                   Contains("empty list") && Contains("members()") && Contains("m.module(\"name\", child)"));
+}

@@ -2,6 +2,7 @@
 // copied weights (tests/fixtures/make_transformer_fixtures.py): outputs, attention weights and the
 // gradients of the inputs and of every parameter; gradcheck of the layer; state_dict keys and the
 // deep copies of the encoder; errors.
+#include <cmath>
 #include <map>
 #include <utility>
 #include <string>
@@ -48,7 +49,10 @@ TEST_CASE("MultiheadAttention matches PyTorch's forward and backward", "[transfo
                                     "mha_self_sf_boolmask_weights", "mha_kv_sf_floatmask3d",
                                     "mha_kv_bf_floatmask3d_noweights", "mha_qkv_bf_padding",
                                     "mha_qkv_sf_padding_noweights", "mha_self_bf_causal_noweights",
-                                    "mha_self_sf_causal_weights", "mha_self_bf_causal_padding_noweights");
+                                    "mha_self_sf_causal_weights", "mha_self_bf_causal_padding_noweights",
+                                    // A batch element of padding only: a zero attention row on both paths.
+                                    "mha_self_bf_all_padded_weights", "mha_self_bf_all_padded_noweights",
+                                    "mha_self_sf_all_padded_noweights");
   const std::string suffix = GENERATE(as<std::string>{}, "_f32", "_f64");
   CAPTURE(base, suffix);
   const tg::testing::FixtureCase& c = tg::testing::fixture("transformer.txt", base + suffix);
@@ -85,6 +89,56 @@ TEST_CASE("MultiheadAttention matches PyTorch's forward and backward", "[transfo
     TG_REQUIRE_CLOSE(t.grad(), c.at("d" + name), atol);
   }
   require_parameter_grads(mha, c, atol);
+}
+
+TEST_CASE("MultiheadAttention gives a query with no key one answer on both paths: a zero row, no NaN",
+          "[transformer][attention]") {
+  // Element 1 of the batch is padding only; in head 1 of element 0, query 2 has its every key masked
+  // by attn_mask. torch 1.13 gives NaN there (every path) and NaN gradients to the whole batch.
+  tg::manual_seed(3);
+  const int64_t N = 2, L = 3, E = 8, H = 2;
+  tg::nn::MultiheadAttention mha({.embed_dim = E, .num_heads = H, .batch_first = true});
+  mha.to(tg::kFloat64);
+  tg::nn::init::normal_(mha.out_proj.bias, 0.0, 1.0);
+  const Tensor x = tg::randn({N, L, E}, tg::kFloat64);
+  Tensor padding = tg::zeros({N, L}, tg::kBool);
+  for (int64_t j = 0; j < L; ++j) padding.mutable_data<bool>()[L + j] = true;  // element 1
+  Tensor attn_mask = tg::zeros({N * H, L, L}, tg::kFloat64);
+  for (int64_t j = 0; j < L; ++j) attn_mask.mutable_data<double>()[(1 * L + 2) * L + j] = -INFINITY;  // (0, head 1, query 2)
+  const Tensor dy = tg::randn({N, L, E}, tg::kFloat64);
+
+  struct Result {
+    Tensor y, weights, dx;
+    std::vector<Tensor> dparams;
+  };
+  const auto run = [&](bool need_weights) {
+    mha.zero_grad();
+    const Tensor leaf_x = x.clone().requires_grad_();
+    auto [y, weights] = mha.forward(leaf_x, leaf_x, leaf_x,
+                                    {.key_padding_mask = padding, .need_weights = need_weights,
+                                     .attn_mask = attn_mask, .average_attn_weights = false});
+    y.backward(dy);
+    Result r{y, weights, leaf_x.grad(), {}};
+    for (const Tensor& p : mha.parameters()) r.dparams.push_back(p.grad());
+    return r;
+  };
+  const Result explicit_path = run(true), fused = run(false);
+  TG_REQUIRE_CLOSE(explicit_path.y, fused.y, 1e-12);
+  TG_REQUIRE_CLOSE(explicit_path.dx, fused.dx, 1e-12);
+  for (size_t i = 0; i < fused.dparams.size(); ++i) {
+    CAPTURE(i);
+    TG_REQUIRE_CLOSE(explicit_path.dparams[i], fused.dparams[i], 1e-12);
+    REQUIRE(std::isfinite(fused.dparams[i].abs().sum().item<double>()));
+  }
+  // Element 1: every output row is out_proj.bias, every weight 0, its input gets no gradient.
+  TG_REQUIRE_CLOSE(fused.y.select(0, 1), mha.out_proj.bias.detach().reshape({1, E}).expand({L, E}), 1e-12);
+  TG_REQUIRE_CLOSE(explicit_path.weights.select(0, 1), tg::zeros({H, L, L}, tg::kFloat64), 0.0);
+  TG_REQUIRE_CLOSE(fused.dx.select(0, 1), tg::zeros({L, E}, tg::kFloat64), 0.0);
+  // Element 0, head 1, query 2: a zero weight row; the other rows sum to 1.
+  const Tensor head = explicit_path.weights.select(0, 0).select(0, 1);  // [L, S]
+  TG_REQUIRE_CLOSE(head.select(0, 2), tg::zeros({L}, tg::kFloat64), 0.0);
+  TG_REQUIRE_CLOSE(head.narrow(0, 0, 2).sum({1}), tg::ones({2}, tg::kFloat64), 1e-12);
+  REQUIRE(std::isfinite(fused.dx.abs().sum().item<double>()));
 }
 
 TEST_CASE("TransformerEncoderLayer matches PyTorch's forward and backward", "[transformer][fixture]") {

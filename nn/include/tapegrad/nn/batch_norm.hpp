@@ -29,7 +29,7 @@ namespace tg::nn {
 
 /// The optional arguments of BatchNorm1d/2d, by PyTorch's names and defaults.
 struct BatchNormOptions {
-  double eps = 1e-5;                    ///< ε, added to the variance
+  double eps = 1e-5;                    ///< ε, added to the variance: finite and ≥ 0, else forward throws
   std::optional<double> momentum = 0.1;  ///< weight of the new batch in the running stats; nullopt: cumulative average
   bool affine = true;                    ///< false: no γ and β
   /// false: no running stats (the buffers are absent) and batch statistics in eval mode too.
@@ -53,7 +53,9 @@ class BatchNormBase : public Module {
 
   /// Training mode (or no running stats): normalises with the batch's statistics and, when tracking,
   /// increments num_batches_tracked and updates running_mean and running_var in place; eval mode:
-  /// normalises with the running stats. One tape node (BatchNormBackward).
+  /// normalises with the running stats. One tape node (BatchNormBackward). An empty batch gives an
+  /// empty output and still counts in num_batches_tracked, the running stats unchanged (PyTorch's
+  /// behaviour); a batch of one value per channel is refused in training mode (F::batch_norm).
   Tensor forward(const Tensor& x) override;
   void members(Members& m) override;
 
@@ -108,14 +110,16 @@ struct BatchNormFuncOptions {
   Tensor bias;            ///< β: [C], or undefined for zeros
   bool training = false;  ///< batch statistics (and running stats updated) rather than the running stats
   double momentum = 0.1;  ///< weight of the batch in the running-stat update
-  double eps = 1e-5;      ///< ε, added to the variance
+  double eps = 1e-5;      ///< ε, added to the variance: finite and ≥ 0 (PyTorch also takes a negative one)
 };
 
 /// torch.nn.functional.batch_norm: input [N, C, *] normalised per channel (batch_norm.hpp). In
 /// training mode the batch's statistics are used and defined running_mean/running_var ([C], the
 /// input's dtype) are updated in place; otherwise the running stats are used and must be defined.
 /// tg::Error naming the shapes for a rank below 2, a [C] argument of another size or dtype, or
-/// training with one value per channel. One tape node, twice differentiable.
+/// training with exactly one value per channel (N·spatial = 1: its variance is undefined). An
+/// empty input (N = 0, or a spatial dim 0) gives an empty output and leaves the running stats
+/// alone, as PyTorch; its weight and bias get zero gradients. One tape node, twice differentiable.
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const BatchNormFuncOptions& options = {});
 

@@ -22,7 +22,7 @@ namespace tg::nn {
 
 /// The optional arguments of GroupNorm, by PyTorch's names and defaults.
 struct GroupNormOptions {
-  double eps = 1e-5;   ///< ε, added to the variance
+  double eps = 1e-5;   ///< ε, added to the variance: finite and ≥ 0 (PyTorch also takes a negative one)
   bool affine = true;  ///< false: no γ and β
 };
 
@@ -46,8 +46,9 @@ class GroupNorm : public Module {
 namespace functional {
 
 /// torch.nn.functional.group_norm: input [N, C, *] (rank ≥ 2), C divisible by num_groups; weight,
-/// bias: [C] or undefined (ones, zeros). tg::Error naming the shapes otherwise. One tape node
-/// (GroupNormBackward), twice differentiable.
+/// bias: [C] or undefined (ones, zeros). tg::Error naming the shapes otherwise, and for an eps that
+/// is negative or not finite (PyTorch accepts a negative one). One tape node (GroupNormBackward),
+/// twice differentiable.
 Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
 

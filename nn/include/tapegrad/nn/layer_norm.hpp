@@ -17,7 +17,7 @@ namespace tg::nn {
 
 /// The optional arguments, by PyTorch's names and in its order (nn.LayerNorm, PyTorch ≥ 2.1).
 struct LayerNormOptions {
-  double eps = 1e-5;  ///< ε, added to the variance
+  double eps = 1e-5;  ///< ε, added to the variance: finite and ≥ 0 (PyTorch also takes a negative one)
   bool elementwise_affine = true;  ///< false: no γ and β
   bool bias = true;                ///< false: γ but no β (when elementwise_affine)
 };

@@ -20,6 +20,7 @@
 /// as a copied torch::nn::ModuleHolder does.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -171,6 +172,26 @@ struct ModuleHooks;  // module.cpp
 void give_own_parameters(Module& module);
 }
 
+namespace detail {
+/// A flag that one or several threads may set, copied by value with the module holding it
+/// (Module's record that its forward was checked for undeclared parameters).
+class SetOnce {
+ public:
+  SetOnce() = default;  ///< not set
+  SetOnce(const SetOnce& other) : set_(other.is_set()) {}  ///< the other's state
+  /// The other's state.
+  SetOnce& operator=(const SetOnce& other) {
+    set_.store(other.is_set(), std::memory_order_relaxed);
+    return *this;
+  }
+  bool is_set() const { return set_.load(std::memory_order_relaxed); }  ///< whether set() was called
+  void set() { set_.store(true, std::memory_order_relaxed); }           ///< from now on is_set()
+
+ private:
+  std::atomic<bool> set_{false};
+};
+}  // namespace detail
+
 /// A hook run before forward: returns a replacement input, or an undefined Tensor to keep it.
 using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
 /// A hook run after forward: returns a replacement output, or an undefined Tensor to keep it.
@@ -190,7 +211,13 @@ class Module {
   virtual ~Module() = default;
 
   virtual Tensor forward(const Tensor& x) = 0;  ///< the module's computation; call it through operator()
-  /// forward(x) between the forward-pre hooks and the forward hooks.
+  /// forward(x) between the forward-pre hooks and the forward hooks. The first call that records a
+  /// graph also checks that forward reached no parameter the module forgot to declare: a parameter
+  /// (of a child module left out of members(), say) that the output depends on, other than through
+  /// x, that is neither in this module's parameters() nor listed by any module's parameters() or
+  /// named_parameters() so far is a tg::Error naming it, since no optimizer built from parameters()
+  /// would ever step it, and zero_grad(), to(), state_dict() and checkpoints would skip it. Later
+  /// calls cost nothing more.
   Tensor operator()(const Tensor& x);
 
   /// torch.nn.Module.register_forward_pre_hook / register_forward_hook: hooks run in the order they
@@ -272,7 +299,10 @@ class Module {
   friend void detail::give_own_parameters(Module& module);
   // Visits this module, then its members depth-first; `prefix` is this module's dotted path.
   void walk(Members::Visitor& visitor, const std::string& prefix);
+  // The check described at operator(): `input` is what forward got, `output` what it returned.
+  void check_declared_parameters(const Tensor& x, const Tensor& input, const Tensor& output);
   bool training_ = true;
+  detail::SetOnce declarations_checked_;  // operator() has run the check once, on a recorded graph
   std::shared_ptr<detail::ModuleHooks> hooks_;  // null until a hook is registered
 };
 
