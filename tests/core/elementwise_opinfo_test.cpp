@@ -4,7 +4,7 @@
 //   - forward and backward against PyTorch's fixtures, float32 and float64
 //     (tests/fixtures/make_fixtures.py → core_ops.txt, make_elementwise_fixtures.py → elementwise.txt)
 //   - float64 gradcheck over the row's domain and shapes
-//   - int64 and bool operands refused with a tg::Error naming the op and the dtype
+//   - int64 and bool operands refused with a tg::Error naming the op, the dtype and the cast
 //   - empty operands: an empty result that requires grad, and empty gradients
 // Adding an op adds a row here and its case to a fixture generator. Values that only a hand
 // derivation pins down (kinks, ±inf, NaN, -0) are in elementwise_test.cpp and unary_math_test.cpp.
@@ -232,7 +232,7 @@ TEST_CASE("elementwise ops pass gradcheck in float64 over their domains", "[core
   }
 }
 
-TEST_CASE("elementwise ops refuse int64 and bool tensors, naming the op and the dtype",
+TEST_CASE("elementwise ops refuse int64 and bool tensors, naming the op, the dtype and the cast",
           "[core][elementwise][opinfo][dtype][errors]") {
   const tg::DType dtype = GENERATE(tg::kInt64, tg::kBool);
   for (const OpInfo& row : op_table()) {
@@ -242,7 +242,8 @@ TEST_CASE("elementwise ops refuse int64 and bool tensors, naming the op and the 
       for (const Shape& shape : shapes) in.push_back(tg::ones(shape, dtype));
       REQUIRE_THROWS_AS(row.fn(in), tg::Error);
       REQUIRE_THROWS_WITH(row.fn(in), Catch::StartsWith(row.error_name + ": not implemented for " +
-                                                        std::string(tg::name(dtype)) + " tensors"));
+                                                        std::string(tg::name(dtype)) + " tensors") &&
+                                          Catch::EndsWith("; cast with .to(tg::kFloat32)"));
     }
   }
 }
