@@ -126,7 +126,7 @@ struct Epoch {
 
 // Correct predictions in a batch: logits [B, 10], classes int64 [B].
 int64_t count_correct(const tg::Tensor& logits, const tg::Tensor& classes) {
-  return static_cast<int64_t>((logits.argmax(1) == classes).to(tg::kFloat64).sum().item());
+  return (logits.argmax(1) == classes).sum().item<int64_t>();
 }
 
 // One pass over `loader`, this process's share of the images; the returned figures are the job's

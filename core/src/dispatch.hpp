@@ -8,6 +8,7 @@
 // new dtype cannot slip into an old kernel (the static_assert fails until it is listed here).
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <utility>
 
@@ -29,9 +30,46 @@ struct DTypes {
 using FloatingDTypes = DTypes<kFloat32, kFloat64>;
 using AllDTypes = DTypes<kFloat32, kFloat64, kInt64, kBool>;
 
+// The dtype constant a user writes: "tg::kFloat32".
+inline std::string constant_name(DType dtype) {
+  std::string dtype_name(name(dtype));
+  dtype_name[0] = static_cast<char>(dtype_name[0] - 'a' + 'A');
+  return "tg::k" + dtype_name;
+}
+
+// The dtype a refused tensor is best cast to: the nearest supported one up the promotion order
+// bool < int64 < float32 < float64 (a bool tensor of an int64 op becomes int64, an int64 tensor
+// of a float op float32), or failing that the nearest one down (float64 to float32).
+template <typename Supported>
+constexpr DType cast_target(DType refused) {
+  constexpr DType order[] = {kBool, kInt64, kFloat32, kFloat64};
+  int at = 0;
+  while (order[at] != refused) ++at;
+  for (int up = at + 1; up < 4; ++up)
+    if (Supported::contains(order[up])) return order[up];
+  for (int down = at - 1; down >= 0; --down)
+    if (Supported::contains(order[down])) return order[down];
+  return refused;  // an op that supports no dtype: not one that exists
+}
+
+// "; cast with .to(tg::kFloat32)": the fix a dtype refusal names, as a message part for check()
+// (built only when the message is: a passing check stays one compare).
+struct CastAdvice {
+  DType target;
+};
+inline std::ostream& operator<<(std::ostream& out, CastAdvice advice) {
+  return out << "; cast with .to(" << constant_name(advice.target) << ")";
+}
+template <typename Supported>
+constexpr CastAdvice cast_advice(DType refused) {
+  return {cast_target<Supported>(refused)};
+}
+
+// The one refusal of a tensor's dtype: names the op, the dtype, what it supports and the cast.
 template <typename Supported>
 [[noreturn]] void throw_unsupported_dtype(const char* op, DType dtype) {
-  throw Error(concat(op, ": not implemented for ", dtype, " tensors (supported: ", Supported::names(), ")"));
+  throw Error(concat(op, ": not implemented for ", dtype, " tensors (supported: ", Supported::names(), ")",
+                     cast_advice<Supported>(dtype)));
 }
 
 // tg::Error naming `op` unless `dtype` is one of `Supported`: for validating at an op's edge,
@@ -39,6 +77,15 @@ template <typename Supported>
 template <typename Supported>
 void check_dtype(const char* op, DType dtype) {
   if (!Supported::contains(dtype)) throw_unsupported_dtype<Supported>(op, dtype);
+}
+
+// The same for a dtype passed as an argument (tg::randint's, an option's): there is no tensor to
+// cast yet, so the message names the dtype to pass instead.
+template <typename Supported>
+void check_dtype_argument(const char* op, DType dtype) {
+  if (!Supported::contains(dtype))
+    throw Error(concat(op, ": not implemented for dtype ", dtype, " (supported: ", Supported::names(), "); pass ",
+                       constant_name(cast_target<Supported>(dtype)), " instead"));
 }
 
 template <typename Supported, typename Fn>

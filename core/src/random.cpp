@@ -132,7 +132,7 @@ Tensor randn(const Shape& shape, Generator& generator, DType dtype) { return ran
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Generator* generator) {
   check(low < high, "randint", "expected low < high, got low = ", low, ", high = ", high);
-  detail::check_dtype<IntegerDTypes>("randint", dtype);
+  detail::check_dtype_argument<IntegerDTypes>("randint", dtype);
   Tensor out = make_tensor(shape, dtype, "randint");
   // The range as PyTorch computes it, in 64 unsigned bits (high − low can exceed int64's range).
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
@@ -155,7 +155,7 @@ Tensor randint(int64_t high, const Shape& shape, DType dtype, Generator* generat
 
 Tensor randperm(int64_t n, DType dtype, Generator* generator) try {
   check(n >= 0, "randperm", "expected n >= 0, got ", n);
-  detail::check_dtype<IntegerDTypes>("randperm", dtype);
+  detail::check_dtype_argument<IntegerDTypes>("randperm", dtype);
   Tensor out = make_tensor({n}, dtype, "randperm");
   return fill_random<IntegerDTypes>(out, "randperm", generator, [&]<typename T>(T* values, int64_t, LockedGenerator& gen) {
     if constexpr (std::is_floating_point_v<T>)

@@ -296,7 +296,8 @@ template Tensor tensor<bool>(const std::vector<bool>&, const Shape&, DType);
 // type, rounded once to the dtype.
 Tensor detail::arange(ArangeScalar start, ArangeScalar end, ArangeScalar step, std::optional<DType> dtype) try {
   const DType out_dtype = dtype.value_or(start.integral && end.integral && step.integral ? kInt64 : kFloat32);
-  check(out_dtype != kBool, "arange", "not implemented for bool tensors (int64, float32 or float64)");
+  check(out_dtype != kBool, "arange", "not implemented for bool tensors (int64, float32 or float64); pass tg::kInt64 and "
+        "cast with .to(tg::kBool)");
   check(step.floating != 0.0, "arange", "step must be nonzero");
   check(std::isfinite(start.floating) && std::isfinite(end.floating) && std::isfinite(step.floating), "arange",
         "unsupported range: ", start.floating, " -> ", end.floating, " with step ", step.floating);

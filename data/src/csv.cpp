@@ -40,7 +40,7 @@ std::vector<Field> split(std::string_view content, size_t begin, size_t end, cha
 }  // namespace
 
 CsvData read_csv(const std::string& path, const CsvOptions& options) try {
-  tg::detail::check_dtype<tg::detail::FloatingDTypes>("read_csv (features)", options.dtype);
+  tg::detail::check_dtype_argument<tg::detail::FloatingDTypes>("read_csv (features)", options.dtype);
   check(options.label_dtype != kBool, kOp, "labels can be int64, float32 or float64, not bool");
   check(options.delimiter != '\n' && options.delimiter != '\r' && options.delimiter != ' ', kOp,
         "the delimiter cannot be a line end or a space");

@@ -72,7 +72,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   const char* op = "batch_norm";
   check(input.defined(), op, "undefined input");
   check(input.dim() >= 2, op, "expected an input of at least 2 dims [N, C, *], got ", input.shape());
-  check(is_floating_point(input.dtype()), op, "expected a float32 or float64 input, got ", input.dtype());
+  check(is_floating_point(input.dtype()), op, "expected a float32 or float64 input, got ", input.dtype(),
+        tg::detail::cast_advice<tg::detail::FloatingDTypes>(input.dtype()));
   check_per_channel(running_mean, "running_mean", input);
   check_per_channel(running_var, "running_var", input);
   check_per_channel(options.weight, "weight", input);

@@ -157,7 +157,8 @@ void check_tensors(const char* op, size_t D, const Tensor& input, const Tensor& 
   check(input.dim() == batched - 1 || input.dim() == batched, op, "expected ", batched - 1, "D (unbatched) or ",
         batched, "D (batched) input, got input of shape ", input.shape());
   check(weight.dim() == batched, op, "expected a ", batched, "D weight, got weight of shape ", weight.shape());
-  check(is_floating_point(input.dtype()), op, "expected a float32 or float64 input, got ", input.dtype());
+  check(is_floating_point(input.dtype()), op, "expected a float32 or float64 input, got ", input.dtype(),
+        tg::detail::cast_advice<tg::detail::FloatingDTypes>(input.dtype()));
   check(weight.dtype() == input.dtype(), op, "dtypes differ: input ", input.dtype(), ", weight ", weight.dtype());
   if (bias.defined())
     check(bias.dtype() == input.dtype(), op, "dtypes differ: input ", input.dtype(), ", bias ", bias.dtype());

@@ -51,7 +51,8 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
   const char* op = "group_norm";
   check(input.defined(), op, "undefined input");
   check(input.dim() >= 2, op, "expected an input of at least 2 dims [N, C, *], got ", input.shape());
-  check(is_floating_point(input.dtype()), op, "expected a float32 or float64 input, got ", input.dtype());
+  check(is_floating_point(input.dtype()), op, "expected a float32 or float64 input, got ", input.dtype(),
+        tg::detail::cast_advice<tg::detail::FloatingDTypes>(input.dtype()));
   const int64_t C = input.shape()[1];
   check(num_groups >= 1 && C % num_groups == 0, op,
         "expected number of channels in input to be divisible by num_groups, but got input of shape ",

@@ -330,7 +330,7 @@ LBFGS::LBFGS(std::vector<Tensor> params, LBFGSOptions options)
   const std::vector<Tensor>& all = parameters();
   for (size_t i = 0; i < all.size(); ++i) {
     check(all[i].dtype() == kFloat32 || all[i].dtype() == kFloat64, kOp, "expected floating-point parameters, got ",
-          all[i].dtype(), " for parameter ", i);
+          all[i].dtype(), " for parameter ", i, tg::detail::cast_advice<tg::detail::FloatingDTypes>(all[i].dtype()));
     check(all[i].dtype() == all[0].dtype(), kOp, "expected every parameter to be ", all[0].dtype(),
           " as parameter 0 (they form one flat vector), got ", all[i].dtype(), " for parameter ", i);
     numel_ += all[i].numel();

@@ -7,7 +7,7 @@
 //   - float64 gradgradcheck (the recorded backward differentiated once more)
 //   - int64 and bool operands: computed as PyTorch computes them (promoted to float32, kept, or
 //     refused where PyTorch raises), against PyTorch's fixtures, for the rows that list dtype
-//     cases; refused with a tg::Error naming the op and the dtype for the others
+//     cases; refused with a tg::Error naming the op, the dtype and the cast for the others
 //   - empty operands: an empty result that requires grad, and empty gradients
 //   - the rows' edge cases (<case>_edge: ±0, ±inf, NaN, domain errors) with PyTorch's signs of zero
 // Adding an op adds a row here and its case to a fixture generator. Values that only a hand
@@ -409,7 +409,7 @@ TEST_CASE("elementwise ops at ±0, ±inf and NaN give PyTorch's signs of zero", 
   }
 }
 
-TEST_CASE("elementwise ops refuse int64 and bool tensors, naming the op and the dtype",
+TEST_CASE("elementwise ops refuse int64 and bool tensors, naming the op, the dtype and the cast",
           "[core][elementwise][opinfo][dtype][errors]") {
   const tg::DType dtype = GENERATE(tg::kInt64, tg::kBool);
   for (const OpInfo& row : op_table()) {
@@ -420,7 +420,8 @@ TEST_CASE("elementwise ops refuse int64 and bool tensors, naming the op and the 
       for (const Shape& shape : shapes) in.push_back(tg::ones(shape, dtype));
       REQUIRE_THROWS_AS(row.fn(in), tg::Error);
       REQUIRE_THROWS_WITH(row.fn(in), Catch::StartsWith(row.error_name + ": not implemented for " +
-                                                        std::string(tg::name(dtype)) + " tensors"));
+                                                        std::string(tg::name(dtype)) + " tensors") &&
+                                          Catch::EndsWith("; cast with .to(tg::kFloat32)"));
     }
   }
 }

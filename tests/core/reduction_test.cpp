@@ -1,8 +1,15 @@
-// sum, mean, var over lists of dims: PyTorch fixtures, hand-derived values (negative dims,
-// keepdim, unbiased, empty tensors), and gradcheck.
+// sum, mean, var over lists of dims, and prod: PyTorch fixtures, hand-derived values (negative
+// dims, keepdim, unbiased, empty tensors, zeros in a product, int64 and bool inputs that sum and
+// multiply to int64 with wrap-around), gradcheck and gradgradcheck, and the dtype refusals.
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "core_test_util.hpp"
+#include "support/dim_ops.hpp"
 
 using tg::Tensor;
 using tg::testing::fixture;
@@ -174,4 +181,204 @@ TEST_CASE("gradcheck: reductions of 4-d tensors and of sums over broadcast resul
                        (std::vector<Tensor>{x, w}));
   TG_REQUIRE_GRADCHECK([](const std::vector<Tensor>& in) { return (in[0] - in[1]).mean({-2}).pow(2).sum(); },
                        (std::vector<Tensor>{x, w}));
+}
+
+// --- prod, and sums and products of bool and int64 tensors (tests/fixtures/make_reduction_fixtures.py) ---
+
+namespace {
+
+const std::map<std::string, tg::testing::FixtureCase>& reduction_cases() {
+  return tg::testing::load_fixtures("reductions.txt");
+}
+
+// The names of reductions.txt's cases that start with `prefix`.
+std::vector<std::string> cases_starting_with(const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const auto& [name, c] : reduction_cases())
+    if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  return names;
+}
+
+// An int64 fixture tensor, exact (values beyond 2^53 included), shaped by `<name>_shape`.
+Tensor exact_int64(const tg::testing::FixtureCase& c, const std::string& name) {
+  return tg::tensor(c.ints(name), c.ints(name + "_shape"));
+}
+
+// The input of an int_* case: int64, or bool when the case says so.
+Tensor int_case_input(const tg::testing::FixtureCase& c) {
+  const Tensor x = exact_int64(c, "x");
+  return c.scalar("is_bool") != 0.0 ? x.to(tg::kBool) : x;
+}
+
+// x.prod() or x.prod(dim, keepdim), as a fixture case's `dim` (-100: all elements) says.
+Tensor prod_of_case(const Tensor& x, const tg::testing::FixtureCase& c) {
+  const int64_t dim = static_cast<int64_t>(c.scalar("dim"));
+  return dim == -100 ? x.prod() : x.prod(dim, c.scalar("keepdim") != 0.0);
+}
+
+}  // namespace
+
+TEST_CASE("prod matches PyTorch forward and backward, with zero, one and two zeros per line",
+          "[core][reduction][prod][fixture]") {
+  const std::vector<std::string> names = cases_starting_with("prod_");
+  // (shape, dim, keepdim) pairs: [5] 1 + 2·2, [3, 4] 1 + 3·2, [2, 3, 4] 1 + 4·2; 0, 1, 2 zeros; f32, f64
+  REQUIRE(names.size() == (5 + 7 + 9) * 3 * 2);
+  for (const std::string& name : names) {
+    INFO("case " << name);
+    const auto& c = reduction_cases().at(name);
+    const double tol = fixture_tol(c.at("x").dtype());
+    Tensor x = leaf(c.at("x"));
+    const Tensor y = prod_of_case(x, c);
+    TG_REQUIRE_NEAR(y, c.at("y"), tol);
+    y.backward(c.at("dy"));
+    TG_REQUIRE_NEAR(x.grad(), c.at("dx"), tol);
+  }
+}
+
+TEST_CASE("prod by hand: the gradient of one zero is the product of the others, of two zeros 0",
+          "[core][reduction][prod]") {
+  // rows [2, 3, 4], [0, 3, 4], [0, 3, 0]: products 24, 0, 0
+  Tensor x = tg::tensor({2, 3, 4, 0, 3, 4, 0, 3, 0}, {3, 3}, tg::kFloat64).requires_grad_();
+  const Tensor y = x.prod(1);
+  CHECK(y.to_vector<double>() == std::vector<double>{24, 0, 0});
+  y.backward(tg::tensor({1, 10, 100}, {}, tg::kFloat64));
+  // row 0: 24 / x; row 1: only the zero gets 3 · 4 (times 10); row 2: two zeros, all 0
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{12, 8, 6, 120, 0, 0, 0, 0, 0});
+  CHECK(x.prod(0, true).shape() == tg::Shape{1, 3});
+  CHECK(x.prod(-1, true).to_vector<double>() == std::vector<double>{24, 0, 0});
+  CHECK(x.prod().dim() == 0);
+  CHECK(x.prod().item() == 0.0);
+  // A 0-d tensor is its own product, with gradient g; dim 0 and -1 both name it.
+  Tensor s = tg::scalar_tensor(-2.5, tg::kFloat64).requires_grad_();
+  const Tensor ps = s.prod(-1);
+  CHECK(ps.dim() == 0);
+  ps.backward(tg::scalar_tensor(3.0, tg::kFloat64));
+  CHECK(s.grad().item() == 3.0);
+  CHECK(s.prod(0, true).item() == -2.5);
+  REQUIRE_TG_ERROR(s.prod(1), Catch::Contains("prod"));
+  REQUIRE_TG_ERROR(x.prod(2), Catch::Contains("prod") && Catch::Contains("2"));
+}
+
+TEST_CASE("prod of empty tensors is 1, and sum 0, in every dtype", "[core][reduction][prod][empty]") {
+  const tg::DType dtype = GENERATE(tg::kFloat32, tg::kFloat64, tg::kInt64, tg::kBool);
+  INFO(dtype);
+  const tg::DType result = tg::is_floating_point(dtype) ? dtype : tg::kInt64;
+  const Tensor e = tg::zeros({0, 3}, dtype);
+  CHECK(e.prod().dtype() == result);
+  CHECK(e.prod().item() == 1.0);
+  CHECK(e.sum().dtype() == result);
+  CHECK(e.sum().item() == 0.0);
+  const Tensor p0 = e.prod(0);
+  CHECK(p0.shape() == tg::Shape{3});
+  CHECK(tg::testing::values(p0) == std::vector<double>{1, 1, 1});
+  CHECK(e.prod(1, true).shape() == tg::Shape{0, 1});
+  CHECK(tg::testing::values(e.sum({0}, true)) == std::vector<double>{0, 0, 0});
+  if (tg::is_floating_point(dtype)) {
+    Tensor leaf_e = tg::zeros({0, 3}, dtype).requires_grad_();
+    leaf_e.prod(0).sum().backward();
+    CHECK(leaf_e.grad().shape() == tg::Shape{0, 3});
+  }
+}
+
+TEST_CASE("gradcheck and gradgradcheck: prod over every dim, with zeros in the input",
+          "[core][reduction][prod][gradcheck]") {
+  // prod is a polynomial, so finite differences are exact enough at zeros too.
+  const int zeros = GENERATE(0, 1, 2);
+  const int64_t dim = GENERATE(-100, 0, 1, -1);  // -100: all elements
+  const bool keepdim = GENERATE(false, true);
+  INFO(zeros << " zeros per row, dim " << dim << ", keepdim " << keepdim);
+  tg::manual_seed(31);
+  Tensor x = tg::empty({3, 4}, tg::kFloat64).uniform_(0.5, 1.5);
+  double* values = x.mutable_data<double>();
+  for (int row = 0; row < 3; ++row)
+    for (int k = 0; k < zeros; ++k) values[row * 4 + (row + 2 * k) % 4] = 0.0;
+  x.requires_grad_();
+  const tg::DifferentiableFunction f = [&](const std::vector<Tensor>& in) {
+    return dim == -100 ? in[0].prod() : in[0].prod(dim, keepdim);
+  };
+  TG_REQUIRE_GRADCHECK(f, std::vector<Tensor>{x});
+  const tg::GradcheckResult second = tg::gradgradcheck(f, {x});
+  INFO(second.message);
+  REQUIRE(second.passed);
+}
+
+TEST_CASE("bool and int64 tensors sum and multiply to int64 as in PyTorch, wrapping around on overflow",
+          "[core][reduction][int][fixture]") {
+  const std::vector<std::string> names = cases_starting_with("int_");
+  size_t checked = 0;
+  for (const std::string& name : names) {
+    const auto& c = reduction_cases().at(name);
+    const bool is_sum = name.find("_sum_") != std::string::npos, is_prod = name.find("_prod_") != std::string::npos;
+    if (!is_sum && !is_prod) continue;  // the scans: scan_test.cpp
+    INFO("case " << name);
+    const Tensor x = int_case_input(c);
+    const Tensor y = is_sum ? x.sum(c.ints("dims"), c.scalar("keepdim") != 0.0) : prod_of_case(x, c);
+    const Tensor expected = exact_int64(c, "y");
+    REQUIRE(y.dtype() == tg::kInt64);
+    REQUIRE(y.shape() == expected.shape());
+    CHECK(y.to_vector<int64_t>() == expected.to_vector<int64_t>());
+    CHECK_FALSE(y.requires_grad());
+    ++checked;
+  }
+  // per dtype: sums over 3 + 4 + 7 dim lists, each keepdim or not; products 3 + 5 + 7
+  CHECK(checked == 2 * ((3 + 4 + 7) * 2 + 3 + 5 + 7));
+}
+
+TEST_CASE("integer sums by hand: counts of bools, exact beyond 2^53, wrapping as two's complement",
+          "[core][reduction][int]") {
+  const Tensor mask = tg::tensor(std::vector<bool>{true, false, true, true, false, true}, {2, 3});
+  CHECK(mask.sum().dtype() == tg::kInt64);
+  CHECK(mask.sum().item<int64_t>() == 4);
+  CHECK(mask.sum({1}).to_vector<int64_t>() == std::vector<int64_t>{2, 2});
+  CHECK(mask.sum({0}, true).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 2});
+  CHECK(mask.sum({0}, true).shape() == tg::Shape{1, 3});
+  CHECK(mask.prod({1}).to_vector<int64_t>() == std::vector<int64_t>{0, 0});
+
+  const int64_t big = int64_t{1} << 62;
+  const Tensor x = tg::tensor(std::vector<int64_t>{big + 1, big, 3, -2}, {2, 2});
+  // big + 1 + big = 2^63 + 1: wraps to -2^63 + 1
+  CHECK(x.sum({1}).to_vector<int64_t>()[0] == std::numeric_limits<int64_t>::min() + 1);
+  CHECK(x.sum({1}).to_vector<int64_t>()[1] == 1);
+  CHECK(x.sum({0}).to_vector<int64_t>() == std::vector<int64_t>{big + 4, big - 2});
+  // 2^62 · 3 = 2^63 + 2^62 wraps to -2^62; (2^62 + 1) · 2^62 = 2^62 mod 2^64 (2^124 vanishes)
+  CHECK(tg::tensor(std::vector<int64_t>{big, 3}).prod().item<int64_t>() == -big);
+  // (2^62 + 1) · 3 = 2^63 + 2^62 + 3 wraps to -2^62 + 3; 2^62 · -2 = -2^63 just fits
+  CHECK(x.prod(0).to_vector<int64_t>() == std::vector<int64_t>{-big + 3, std::numeric_limits<int64_t>::min()});
+  CHECK(tg::tensor(std::vector<int64_t>{big + 1, big}).prod().item<int64_t>() == big);
+}
+
+TEST_CASE("the accuracy idiom: (pred == y).sum().item()", "[core][reduction][int]") {
+  const Tensor logits = tg::tensor({0.1, 2.0, 0.3, 1.5, 0.2, 0.1, 0.0, 0.1, 0.9, 3.0, 1.0, 2.0}, {4, 3});
+  const Tensor y = tg::tensor(std::vector<int64_t>{1, 0, 1, 0});
+  const Tensor pred = logits.argmax(1);  // [1, 0, 2, 0]
+  const Tensor correct = (pred == y).sum();
+  CHECK(correct.dtype() == tg::kInt64);
+  CHECK(correct.item() == 3.0);
+  CHECK(correct.item<int64_t>() == 3);
+  CHECK((pred == y).to(tg::kFloat32).mean().item() == 0.75);
+}
+
+TEST_CASE("integer results are the same at any thread count", "[core][reduction][int][threads]") {
+  std::vector<int64_t> values(300000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<int64_t>(i * 2654435761u % 1000003) - 500000;
+  const Tensor x = tg::tensor(values, {300, 1000});
+  int64_t total = 0;
+  for (int64_t v : values) total += v;
+  CHECK(x.sum().item<int64_t>() == total);
+  tg::testing::require_same_bits_at_any_thread_count([&] {
+    return std::vector<Tensor>{x.sum(), x.sum({0}), x.sum({1}, true), (x > 0).sum({0}), x.prod(1), x.cumsum(0)};
+  });
+}
+
+TEST_CASE("mean, var and std refuse bool and int64 tensors, naming the cast", "[core][reduction][int][errors]") {
+  const tg::DType dtype = GENERATE(tg::kInt64, tg::kBool);
+  const std::string dtype_name(tg::name(dtype));
+  const Tensor x = tg::ones({2, 3}, dtype);
+  REQUIRE_TG_ERROR(x.mean(), Catch::Equals("mean: " + dtype_name +
+                                           " tensors have no mean; cast first: x.to(tg::kFloat32).mean()"));
+  REQUIRE_TG_ERROR(x.mean({1}, true), Catch::StartsWith("mean: " + dtype_name) &&
+                                          Catch::Contains("x.to(tg::kFloat32).mean()"));
+  REQUIRE_TG_ERROR(x.var(), Catch::Equals("var: not implemented for " + dtype_name +
+                                          " tensors (supported: float32, float64); cast with .to(tg::kFloat32)"));
+  REQUIRE_TG_ERROR(x.std({0}), Catch::StartsWith("std: not implemented") && Catch::EndsWith(".to(tg::kFloat32)"));
 }

@@ -119,10 +119,27 @@ class Tensor {
   /// NaN, ±inf and out-of-range values; → bool is `!= 0`. Only float → float is recorded on the tape.
   Tensor to(DType dtype) const;
   Tensor clone() const;  ///< a copy in new storage (recorded: the gradient flows back)
-  Tensor sum() const;    ///< of all elements, 0-d
+  /// Of all elements, 0-d. As in PyTorch, a bool or int64 tensor sums to int64, exactly, wrapping
+  /// around on overflow: `(pred == y).sum().item<int64_t>()` counts the matches.
+  Tensor sum() const;
   Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;  ///< over dims, kept as size 1 if keepdim
-  Tensor mean() const;  ///< of all elements, 0-d
+  /// Of all elements, 0-d; float32 and float64 only (tg::Error naming the cast for int64 and bool).
+  Tensor mean() const;
   Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;  ///< over dims, kept as size 1 if keepdim
+  /// The product of all elements, 0-d (1 for an empty tensor), as torch.prod: bool and int64 give
+  /// int64 (wrapping around on overflow), float32 and float64 their own dtype, accumulated in
+  /// double. The gradient is the product of the other elements, exact with zeros in the input (no
+  /// division); twice differentiable.
+  Tensor prod() const;
+  /// The product along dim (size 1 kept if keepdim), as torch.prod(x, dim, keepdim).
+  Tensor prod(int64_t dim, bool keepdim = false) const;
+  /// Running sums along dim, out[k] = x[0] + ... + x[k], as torch.cumsum: bool and int64 give int64,
+  /// float32 and float64 their own dtype, accumulated in double in order (as PyTorch's CPU kernel).
+  /// The gradient is the running sum from the other end; differentiable to any order.
+  Tensor cumsum(int64_t dim) const;
+  /// Running products along dim, out[k] = x[0] · ... · x[k], as torch.cumprod (dtypes as cumsum).
+  /// The gradient is exact with zeros in the input (no division); twice differentiable.
+  Tensor cumprod(int64_t dim) const;
   Tensor var() const;  ///< of all elements, unbiased
   /// x.var(false): the biased variance of all elements. A template taking exactly bool, so that
   /// x.var({1}) cannot silently bind here (the braced list means dims, the overload below).

@@ -61,7 +61,7 @@ Plan plan_product(const Tensor& a, const Tensor& b, const char* op) {
   check(a.dtype() == b.dtype(), op, "dtypes differ: ", a.dtype(), " and ", b.dtype(), " (shapes ", a.shape(), " and ",
         b.shape(), ")");
   check(is_floating_point(a.dtype()), op, "not implemented for ", a.dtype(), " tensors (shapes ", a.shape(), " and ",
-        b.shape(), "); float32 and float64 only");
+        b.shape(), "); float32 and float64 only", detail::cast_advice<detail::FloatingDTypes>(a.dtype()));
   Plan plan;
   plan.a_matrix_shape = a.dim() == 1 ? Shape{1, a.shape()[0]} : a.shape();
   plan.b_matrix_shape = b.dim() == 1 ? Shape{b.shape()[0], 1} : b.shape();

@@ -1,16 +1,21 @@
-// Reductions: sum, mean, var and std over a list of dims, and sum_to for broadcast gradients.
+// Reductions: sum, mean, var and std over a list of dims, prod, and sum_to for broadcast
+// gradients.
 //
-// Every reduction is brought to one shape, a contiguous [A, R, B] (keep A, reduce R, keep B),
-// and summed by one deterministic kernel. Reduced dims that are not adjacent are first made
-// adjacent by a permuting copy.
+// Every reduction is brought to one shape, a contiguous [A, R, B] (keep A, reduce R, keep B).
+// Float sums go to one deterministic kernel (reduction_kernels.cpp); integer sums and every
+// product fold each of the A·B lines in order (ops/line_walk.hpp). Reduced dims that are not
+// adjacent are first made adjacent by a permuting copy.
 #include "ops/reduction.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "autograd/node.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/line_walk.hpp"
 #include "ops/reduction_kernels.hpp"
+#include "ops/scan.hpp"
 #include "ops/shape.hpp"
 #include "out_of_memory.hpp"
 
@@ -86,12 +91,25 @@ Tensor run_reduction(const Tensor& x, const ReductionPlan& plan, double scale) {
   return out;
 }
 
+// The sums (Product: products) of the plan's lines, each folded in order, of
+// fold_result_dtype(x.dtype()): bool and int64 give int64. Not recorded.
+template <bool Product>
+Tensor fold_reduction(const Tensor& x, const ReductionPlan& plan, const char* op) {
+  const Tensor input = plan.permutation.empty() ? x : permute_copy(x, plan.permutation);
+  Tensor out = make_tensor(plan.out_shape, fold_result_dtype(x.dtype()), op);
+  sum_or_multiply_lines</*Scan=*/false, Product>(input, out, AlongDim{plan.A, plan.R, plan.B}, /*reverse=*/false, op);
+  return out;
+}
+
 // sum and mean: the same reduction, mean scaled by 1/R; the gradient is spread back evenly.
+// bool and int64 tensors sum to int64 (no gradient: they cannot require grad) and have no mean.
 Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool average, const char* op,
                   const char* backward_name) try {
   check(x.defined(), op, "undefined tensor");
-  check_dtype<FloatingDTypes>(op, x.dtype());
+  check(!average || is_floating_point(x.dtype()), op, x.dtype(),
+        " tensors have no mean; cast first: x.to(tg::kFloat32).mean()");
   const ReductionPlan plan = plan_reduction(x.shape(), dims, keepdim, op);
+  if (!is_floating_point(x.dtype())) return fold_reduction</*Product=*/false>(x, plan, op);
   const double scale = average ? 1.0 / static_cast<double>(plan.R) : 1.0;
   Tensor out = run_reduction(x, plan, scale);
   if (autograd::needs_grad(x))
@@ -108,6 +126,34 @@ Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdi
   return out;
 } catch (...) {
   detail::rethrow_out_of_memory_as(op);
+}
+
+// prod over one dim, or over all elements (no dim). The gradient is the product of the line's
+// other elements, (Π_{j<k} x[j]) · (Π_{j>k} x[j]): two exclusive scans (ops/scan.cpp), exact when
+// the line holds one zero (whose gradient is the product of the rest) or several (all 0), with
+// no division; written in recorded ops, so it differentiates again.
+Tensor product(const Tensor& x, std::optional<int64_t> dim, bool keepdim) try {
+  const char* op = "prod";
+  check(x.defined(), op, "undefined tensor");
+  const ReductionPlan plan =
+      plan_reduction(x.shape(), dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{}, keepdim, op);
+  Tensor out = fold_reduction</*Product=*/true>(x, plan, op);
+  if (autograd::needs_grad(x)) {
+    // The lines: along dim, or the flattened tensor (a 0-d tensor is one line of one element).
+    const bool along = dim && x.dim() > 0;
+    const int64_t d = along ? normalize_dim(*dim, x.dim(), op) : 0;
+    autograd::record(out, "ProdBackward", {x},
+                     [saved_x = autograd::SavedTensor(x), keepdim_shape = plan.keepdim_shape, along, d](
+                         const Tensor& g, autograd::GradInputs& grads) {
+                       const Tensor& x = grads.unpack(saved_x);
+                       const Tensor lines = along ? x : x.reshape({x.numel()});
+                       const Tensor others = exclusive_scan_prod(lines, d, false) * exclusive_scan_prod(lines, d, true);
+                       grads.set(0, g.reshape(keepdim_shape) * others.reshape(x.shape()));
+                     });
+  }
+  return out;
+} catch (...) {
+  detail::rethrow_out_of_memory_as("prod");
 }
 
 }  // namespace
@@ -132,6 +178,9 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 Tensor Tensor::sum() const { return sum({}, false); }
 Tensor Tensor::mean() const { return mean({}, false); }
 Tensor Tensor::var() const { return var(std::vector<int64_t>{}, true, false); }
+
+Tensor Tensor::prod() const { return detail::product(*this, std::nullopt, false); }
+Tensor Tensor::prod(int64_t dim, bool keepdim) const { return detail::product(*this, dim, keepdim); }
 
 Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const {
   return detail::scaled_sum(*this, dims, keepdim, /*average=*/false, "sum", "SumBackward");

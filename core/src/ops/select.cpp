@@ -41,7 +41,8 @@ template <bool Larger>
 Tensor pick_elementwise(const Tensor& a, const Tensor& b, const char* op, const char* node_name) try {
   check(a.defined() && b.defined(), op, "undefined tensor operand");
   const DType common = detail::promote_types(a.dtype(), b.dtype());
-  check(common != kBool, op, "not implemented for two bool tensors (use logical ops)");
+  check(common != kBool, op, "not implemented for two bool tensors (supported: float32, float64, int64)",
+        detail::cast_advice<detail::DTypes<kFloat32, kFloat64, kInt64>>(kBool));
   // Recorded conversions: a promoted operand gets its gradient back in its own dtype.
   const Tensor lhs = a.to(common), rhs = b.to(common);
   const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), op);
