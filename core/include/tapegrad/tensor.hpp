@@ -68,7 +68,12 @@ inline constexpr std::nullopt_t None = std::nullopt;  ///< a new dim of size 1 (
 class TensorIndex {
  public:
   /// What the entry is.
-  enum class Kind { kInteger, kSlice, kNone, kEllipsis };
+  enum class Kind {
+    kInteger,  ///< an integer: that dim removed
+    kSlice,    ///< a Slice of one dim
+    kNone,     ///< None: a new dim of size 1
+    kEllipsis  ///< Ellipsis: the dims no other entry takes
+  };
   /// An integer index: that dim is removed (any integer type but bool).
   template <std::integral Integer>
     requires(!std::same_as<Integer, bool>)
