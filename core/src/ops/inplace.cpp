@@ -69,12 +69,13 @@ void check_inplace(const Tensor& t, const char* op, bool value_requires_grad) {
   Tensor current = t;
   for (bool is_base = false;; is_base = true) {
     const TensorImpl& impl = *impl_of(current);
-    check(!(grad_mode && impl.grad_fn == nullptr && impl.requires_grad), op,
-          is_base ? concat("the tensor of shape ", impl.shape, " this one (shape ", t.shape(),
-                           ") was sliced from is a leaf that requires grad: a view of a leaf Variable that requires "
-                           "grad is being used in an in-place operation. Write under a tg::NoGradGuard, or slice a "
-                           "clone()")
-                  : concat(kLeafMessage, " (shape ", impl.shape, ")"));
+    if (grad_mode && impl.grad_fn == nullptr && impl.requires_grad) [[unlikely]] {
+      if (is_base)
+        fail(op, "the tensor of shape ", impl.shape, " this one (shape ", t.shape(),
+             ") was sliced from is a leaf that requires grad: a view of a leaf Variable that requires grad is being "
+             "used in an in-place operation. Write under a tg::NoGradGuard, or slice a clone()");
+      fail(op, kLeafMessage, " (shape ", impl.shape, ")");
+    }
     const Storage& storage = *impl.storage;
     check(!(grad_mode && storage.aliases.load() > 1 && (recorded || storage.grad_alias.load())), op,
           "the tensor of shape ", impl.shape, " shares its storage with another live tensor made by view, reshape, "
@@ -127,15 +128,13 @@ Tensor broadcast_value(const Tensor& self, const detail::StridedLayout& region, 
         " (convert the value with ", detail::cast_to(self.dtype()), ")");
   Shape shape = value.shape();
   while (shape.size() > region.shape.size() && shape.front() == 1) shape.erase(shape.begin());
-  const auto refuse = [&] {
-    return detail::concat("value of shape ", value.shape(), " cannot be broadcast to the indexed region's shape ",
-                          region.shape, " (of a tensor of shape ", self.shape(), ")");
-  };
-  check(shape.size() <= region.shape.size(), op, refuse());
-  for (size_t k = 0; k < shape.size(); ++k) {
+  bool broadcasts = shape.size() <= region.shape.size();
+  for (size_t k = 0; broadcasts && k < shape.size(); ++k) {
     const int64_t size = shape[k], target = region.shape[region.shape.size() - shape.size() + k];
-    check(size == target || size == 1, op, refuse());
+    broadcasts = size == target || size == 1;
   }
+  check(broadcasts, op, "value of shape ", value.shape(), " cannot be broadcast to the indexed region's shape ",
+        region.shape, " (of a tensor of shape ", self.shape(), ")");
   Tensor out = shape == value.shape() ? value : value.reshape(shape);
   if (out.shape() != region.shape) out = out.expand(region.shape);
   // A value sharing self's bytes would be read while they are written.
