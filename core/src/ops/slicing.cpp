@@ -1,4 +1,5 @@
-// Slicing (narrow, select, slice), expand, and the triangles (tril, triu).
+// Slicing (narrow, select, slice, index), its way back (slice_scatter, select_scatter), expand, and
+// the triangles (tril, triu).
 //
 // Slicing and expand are copies through the strided-layout kernel (ops/shape.hpp): along the
 // sliced dim the source stride is multiplied by the step and the offset moved to the first kept
@@ -6,6 +7,8 @@
 // the incoming one scattered back through the same layout into zeros (no element is reached twice);
 // expand's sums over the repeated dims. In a recorded backward (create_graph) each of those is a
 // recorded op in turn (the scatter's gradient is the slice again), so it can be differentiated again.
+// A slicing result remembers its region of the input (SliceOf, ops/slicing.hpp), so that an in-place
+// op on it writes back (ops/inplace.cpp).
 #include "ops/slicing.hpp"
 
 #include <algorithm>
