@@ -35,11 +35,12 @@ Tensor& fill_random(Tensor& t, const char* op, Generator* generator, const Fill&
   detail::check_dtype<Supported>(op, t.dtype());
   check(!(is_grad_enabled() && t.requires_grad()), op, "a tensor that requires grad (shape ", t.shape(),
         ") cannot be modified in place while grad mode is on; use a tg::NoGradGuard");
+  detail::check_inplace(t, op, false);  // the source of a narrow/select/slice/index result too
   LockedGenerator gen(generator);
   detail::dispatch<Supported>(op, t.dtype(), [&]<typename T>() {
     fill.template operator()<T>(t.mutable_data<T>(), t.numel(), gen);
   });
-  detail::bump_version(t);
+  detail::finish_inplace(t, op);  // moves the version, writes back a narrow/select/slice/index result
   return t;
 }
 

@@ -196,36 +196,36 @@ TG_INSTANTIATE_ACCESSORS(bool)
 #undef TG_INSTANTIATE_ACCESSORS
 
 // --- in-place initialisation ---------------------------------------------------------------------
-
-namespace {
-void check_inplace(const Tensor& t, const char* op) {
-  check(t.defined(), op, "called on an undefined tensor");
-  check(!(is_grad_enabled() && t.requires_grad()), op,
-        "a tensor that requires grad (shape ", t.shape(), ") cannot be modified in place while grad mode is on; "
-        "use a tg::NoGradGuard");
-}
-}  // namespace
+// The rules of every in-place op (detail::check_inplace, finish_inplace: ops/inplace.cpp). fill_ and
+// copy_ are recorded on a tensor that requires grad (not a leaf, which is refused in grad mode):
+// fill_ cuts the gradient to the old values, copy_ passes it to the source.
 
 Tensor& Tensor::fill_(double value) {
-  check_inplace(*this, "fill_");
+  detail::check_inplace(*this, "fill_", false);
   detail::dispatch_all("fill_", dtype(), [&]<typename T>() {
     T converted;
     detail::convert_values(&value, &converted, 1, "fill_");
     T* out = mutable_data<T>();
     std::fill(out, out + numel(), converted);
   });
-  detail::bump_version(*this);
+  if (autograd::needs_grad(*this))
+    autograd::record(*this, "FillBackward", {}, [](const Tensor&, autograd::GradInputs&) {});
+  detail::finish_inplace(*this, "fill_");
   return *this;
 }
 
 Tensor& Tensor::copy_(const Tensor& source) {
-  check_inplace(*this, "copy_");
+  check(defined(), "copy_", "called on an undefined tensor");
   check(source.defined() && source.shape() == shape() && source.dtype() == dtype(), "copy_", "expected a ",
         dtype(), " tensor of shape ", shape(), ", got ", source.defined() ? name(source.dtype()) : "undefined", " ",
         source.defined() ? source.shape() : Shape{});
+  detail::check_inplace(*this, "copy_", source.requires_grad());
   if (tg::detail::impl_of(source)->storage != impl_.get()->storage)
     std::memcpy(impl_.get()->storage->data, tg::detail::impl_of(source)->storage->data, static_cast<size_t>(numel()) * element_size(dtype()));
-  detail::bump_version(*this);
+  if (autograd::needs_grad(*this, source))
+    autograd::record(*this, "CopyBackwards", {source},
+                     [](const Tensor& g, autograd::GradInputs& grads) { grads.set(0, g); });
+  detail::finish_inplace(*this, "copy_");
   return *this;
 }
 
@@ -389,6 +389,8 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
   check(is_floating_point(dtype()) || !requires_grad, "requires_grad_", "only float32 and float64 tensors can "
         "require gradients, got a ", dtype(), " tensor of shape ", shape());
   impl_->requires_grad = requires_grad;
+  // A view of this tensor may exist already: in-place writes through it must now be checked.
+  if (requires_grad && impl_->storage->aliases.load() > 1) impl_->storage->grad_alias.store(true);
   return *this;
 }
 

@@ -42,6 +42,56 @@ struct TensorAccess;
 }
 struct BackwardOptions;
 
+/// libtorch's tensor indexing (at::indexing): Python's `x[...]` written in C++. Each entry of the
+/// list given to Tensor::index and Tensor::index_put_ is an integer (that dim removed; negative
+/// counts from the end), a Slice, None (a new dim of size 1) or Ellipsis (every dim not otherwise
+/// indexed): `x.index({0, Slice(1, None), None, Ellipsis})` is `x[0, 1:, None, ...]`.
+namespace indexing {
+/// start:stop:step along one dim, each part optional, with Python's rules: negative start and stop
+/// count from the end, both are clamped to [0, size], step > 0 (default 1).
+struct Slice {
+  /// Slice(), Slice(start), Slice(start, stop), Slice(start, stop, step); None (or std::nullopt) for a default.
+  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt,
+        std::optional<int64_t> step = std::nullopt)
+      : start(start), stop(stop), step(step) {}
+  std::optional<int64_t> start;  ///< first element (default 0)
+  std::optional<int64_t> stop;   ///< one past the last (default the size)
+  std::optional<int64_t> step;   ///< default 1
+};
+/// The type of Ellipsis.
+struct EllipsisIndexType {
+  explicit constexpr EllipsisIndexType() = default;  ///< only Ellipsis itself
+};
+inline constexpr EllipsisIndexType Ellipsis{};  ///< `...`: as many whole dims as the other entries leave
+inline constexpr std::nullopt_t None = std::nullopt;  ///< a new dim of size 1 (also a Slice's default)
+/// One entry of an index list: built implicitly from an integer, a Slice, None or Ellipsis.
+class TensorIndex {
+ public:
+  /// What the entry is.
+  enum class Kind {
+    kInteger,  ///< an integer: that dim removed
+    kSlice,    ///< a Slice of one dim
+    kNone,     ///< None: a new dim of size 1
+    kEllipsis  ///< Ellipsis: the dims no other entry takes
+  };
+  /// An integer index: that dim is removed (any integer type but bool).
+  template <std::integral Integer>
+    requires(!std::same_as<Integer, bool>)
+  TensorIndex(Integer index) : kind_(Kind::kInteger), integer_(static_cast<int64_t>(index)) {}
+  TensorIndex(Slice slice) : kind_(Kind::kSlice), slice_(slice) {}      ///< a slice of one dim
+  TensorIndex(std::nullopt_t) : kind_(Kind::kNone) {}                   ///< None: a new dim of size 1
+  TensorIndex(EllipsisIndexType) : kind_(Kind::kEllipsis) {}            ///< Ellipsis
+  Kind kind() const { return kind_; }                ///< which of the four it is
+  int64_t integer() const { return integer_; }       ///< the index, for kInteger
+  const Slice& slice() const { return slice_; }      ///< the slice, for kSlice
+
+ private:
+  Kind kind_;
+  int64_t integer_ = 0;
+  Slice slice_;
+};
+}  // namespace indexing
+
 /// A dense, row-major, N-d array of float32, float64, int64 or bool whose operations are recorded
 /// on a tape; a cheap handle whose copies share storage and autograd state, like torch::Tensor.
 class Tensor {
@@ -75,6 +125,50 @@ class Tensor {
   Tensor& normal_(double mean = 0.0, double stddev = 1.0, Generator* generator = nullptr);  ///< from N(mean, stddev²)
   Tensor& bernoulli_(double p = 0.5, Generator* generator = nullptr);  ///< 1 with probability p, else 0
   Tensor& copy_(const Tensor& source);  ///< same shape and dtype
+
+  // --- in-place arithmetic and assignment (recorded on the tape, PyTorch's rules). Refused on a
+  // leaf that requires grad while grad mode is on (optimizers write under a NoGradGuard); on any
+  // other tensor the op becomes its grad_fn, and the storage's version moves, so that a backward
+  // that saved the old values refuses to run. fill_, zero_ and copy_ above follow the same rules.
+  // On a result of narrow, select, slice or index the write also reaches the region of the tensor
+  // it was taken from (see docs/api/tensor.md, "Indexing and in-place arithmetic") ---
+  /// this += alpha · other; other broadcasts to this tensor's shape, same floating dtype.
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& add_(double other);  ///< this += other
+  /// this −= alpha · other; other broadcasts to this tensor's shape, same floating dtype.
+  Tensor& sub_(const Tensor& other, double alpha = 1.0);
+  Tensor& sub_(double other);        ///< this −= other
+  Tensor& mul_(const Tensor& other);  ///< this ·= other (broadcast to this tensor's shape)
+  Tensor& mul_(double other);        ///< this ·= other
+  Tensor& div_(const Tensor& other);  ///< this /= other (broadcast to this tensor's shape)
+  Tensor& div_(double other);        ///< this /= other
+  /// add_, sub_, mul_ and div_ as operators: `x.index({0, Slice(0, 2)}) += 3`.
+  ///@{
+  Tensor& operator+=(const Tensor& other) { return add_(other); }
+  Tensor& operator+=(double other) { return add_(other); }
+  Tensor& operator-=(const Tensor& other) { return sub_(other); }
+  Tensor& operator-=(double other) { return sub_(other); }
+  Tensor& operator*=(const Tensor& other) { return mul_(other); }
+  Tensor& operator*=(double other) { return mul_(other); }
+  Tensor& operator/=(const Tensor& other) { return div_(other); }
+  Tensor& operator/=(double other) { return div_(other); }
+  ///@}
+  /// Python's `x[indices] = value`: the region `index(indices)` selects is overwritten with value,
+  /// broadcast to the region's shape (same dtype). Recorded: the gradient to the old values is the
+  /// incoming one with the region zeroed, to value the region's gradient summed back to its shape.
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value);
+  /// `x[indices] = value` for a number, converted to this tensor's dtype (any dtype).
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, double value);
+  Tensor(const Tensor&) = default;             ///< another handle to the same tensor
+  Tensor(Tensor&&) noexcept = default;         ///< the handle moved
+  Tensor& operator=(const Tensor&) & = default;      ///< rebinds this handle (shares, copies nothing)
+  Tensor& operator=(Tensor&&) & noexcept = default;  ///< rebinds this handle
+  /// Assigning to a temporary copies values into it, as in libtorch: `x.index({0}) = y` is
+  /// `x.index({0}).copy_(y)` (y broadcast to the region) and `x.narrow(0, 1, 2) = 0` fills.
+  ///@{
+  Tensor& operator=(const Tensor& source) &&;
+  Tensor& operator=(double value) &&;
+  ///@}
 
   // --- autograd ---
   Tensor& requires_grad_(bool requires_grad = true);  ///< float leaves only
@@ -322,7 +416,9 @@ class Tensor {
   // end). Tensors are always contiguous: view, unsqueeze, squeeze, unflatten and flatten (like
   // reshape) share storage with their input, so a write through one is seen by the other and an
   // in-place write through either invalidates a tensor saved for backward from the other; permute,
-  // expand, narrow, select, slice and t copy in one parallel pass (PyTorch returns strided views) ---
+  // expand, narrow, select, slice and t copy in one parallel pass (PyTorch returns strided views).
+  // A narrow, select, slice or index result remembers where it came from: an in-place op on it
+  // (copy_, fill_, add_, index_put_, ...) also writes that region of its input ---
   /// The same elements under `shape` (one dim may be -1), sharing storage: x.view({B, T, H, D}).
   Tensor view(const Shape& shape) const;
   /// A dim of size 1 inserted at `dim`, in [-dim() - 1, dim()]; shares storage.
@@ -343,14 +439,21 @@ class Tensor {
   /// Size-1 dims repeated to `sizes` (-1 keeps a dim; extra sizes add leading dims), as
   /// torch.Tensor.expand; a copy. Its gradient sums over the repeated dims.
   Tensor expand(const Shape& sizes) const;
-  /// Elements [start, start + length) along dim (start may be negative, counted from the end); a copy.
+  /// Elements [start, start + length) along dim (start may be negative, counted from the end); a
+  /// copy that remembers its region: an in-place op on it writes this tensor's region too.
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
-  /// Element `index` along dim, that dim removed (a negative index counts from the end); a copy.
+  /// Element `index` along dim, that dim removed (a negative index counts from the end); a copy
+  /// that writes back, as narrow's.
   Tensor select(int64_t dim, int64_t index) const;
   /// x[start:end:step] along dim, as libtorch's Tensor::slice: start defaults to 0 and end to the
-  /// size, negative ones count from the end, both are clamped to [0, size]; step > 0. A copy.
+  /// size, negative ones count from the end, both are clamped to [0, size]; step > 0. A copy that
+  /// writes back, as narrow's.
   Tensor slice(int64_t dim = 0, std::optional<int64_t> start = std::nullopt, std::optional<int64_t> end = std::nullopt,
                int64_t step = 1) const;
+  /// Python's `x[indices]` with libtorch's tg::indexing entries (integers, Slice, None, Ellipsis),
+  /// built from select, slice and unsqueeze: `x.index({i, 0, Slice(r, r + 4)})`. A copy that
+  /// remembers its region of x: an in-place op on it writes the region too.
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
   /// The transpose of a 2-D tensor (a copy); a 0-d or 1-D tensor unchanged (as a copy).
   Tensor t() const;
   /// The lower (upper) triangle of the last two dims, any leading batch dims: element (i, j) kept
@@ -566,6 +669,14 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 ///@}
+/// input with src written over input.slice(dim, start, end, step), as torch.slice_scatter; src
+/// has exactly that slice's shape and input's dtype. Out of place; gradients to input (zero in
+/// the slice) and to src (the slice of the incoming one).
+Tensor slice_scatter(const Tensor& input, const Tensor& src, int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
+                     std::optional<int64_t> end = std::nullopt, int64_t step = 1);
+/// input with src written over input.select(dim, index), as torch.select_scatter; src has the
+/// shape of input without dim. Out of place; gradients to input and src as slice_scatter's.
+Tensor select_scatter(const Tensor& input, const Tensor& src, int64_t dim, int64_t index);
 
 // --- softmax family, selection, joining and indexing (see the methods of the same names) ---
 /// What x.max(dim), x.min(dim), x.sort(dim) and x.topk(k, dim) return.

@@ -119,6 +119,7 @@ namespace {
 // one read under x's shape. `backward_name` is the node's name (ViewBackward, UnsqueezeBackward...).
 Tensor view_with_shape(const Tensor& x, const Shape& shape, const char* backward_name) {
   Tensor out = make_view(x, shape);
+  detail::share_storage(x, out);  // counted, so that an in-place op on one of them sees the other
   if (autograd::needs_grad(x))
     autograd::record(out, backward_name, {x}, [in_shape = x.shape()](const Tensor& g, autograd::GradInputs& grads) {
       grads.set(0, grads.create_graph() ? g.reshape(in_shape) : make_view(g, in_shape));
