@@ -417,6 +417,52 @@ TEST_CASE("second derivatives through a custom function (create_graph)", "[core]
   }
 }
 
+// x³ with a backward that runs outside autograd (under NoGradGuard): right first derivatives, but a
+// gradient that cannot be differentiated again.
+struct UnrecordedCube : Function<UnrecordedCube> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    ctx->save_for_backward({x});
+    return x * x * x;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    const Tensor x = ctx->get_saved_variables()[0];
+    const tg::NoGradGuard no_grad;
+    return {g[0] * 3.0 * x * x};
+  }
+};
+
+TEST_CASE("a second backward through a custom function names the function and the call",
+          "[core][custom_function]") {
+  using Catch::Matchers::StartsWith;
+  Tensor x = tg::tensor({-1.5, 0.5, 2.0}, {3}, tg::kFloat64).requires_grad_();
+  const Tensor ones = tg::ones({3}, tg::kFloat64);
+  SECTION("double backward through a backward that was not recorded") {
+    const Tensor y = UnrecordedCube::apply(x);
+    const Tensor dy = tg::autograd::grad({y}, {x}, {ones}, recorded())[0];
+    CHECK(values(dy) == std::vector<double>{6.75, 0.75, 12.0});
+    CHECK_THROWS_WITH(tg::autograd::grad({dy}, {x}, {ones}),
+                      StartsWith("autograd::grad: the backward of UnrecordedCubeBackward is not differentiable"));
+    UnrecordedCube::apply(x).sum().backward(create_graph());
+    const Tensor g = x.grad();
+    x.set_grad(Tensor());
+    CHECK_THROWS_WITH(g.sum().backward(),
+                      StartsWith("backward: the backward of UnrecordedCubeBackward is not differentiable"));
+  }
+  SECTION("a recorded backward is not marked: its second derivative is 6x") {
+    const Tensor dy = tg::autograd::grad({Cube::apply(x)}, {x}, {ones}, recorded())[0];
+    CHECK(values(tg::autograd::grad({dy}, {x}, {ones})[0]) == std::vector<double>{-9.0, 3.0, 12.0});
+  }
+  SECTION("backward twice without retain_graph") {
+    const Tensor y = Cube::apply(x);
+    y.backward(ones);
+    CHECK_THROWS_WITH(y.backward(ones), StartsWith("backward: trying to backward through CubeBackward a second time"));
+    const Tensor z = Cube::apply(x);
+    tg::autograd::grad({z}, {x}, {ones});
+    CHECK_THROWS_WITH(tg::autograd::grad({z}, {x}, {ones}),
+                      StartsWith("autograd::grad: trying to backward through CubeBackward a second time"));
+  }
+}
+
 TEST_CASE("a node that saved its output is freed with its outputs (the output is not kept by the node)",
           "[core][custom_function]") {
   Tensor x = tg::tensor({0.5, 1.0}, {2}, tg::kFloat64).requires_grad_();
