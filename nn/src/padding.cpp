@@ -262,7 +262,7 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const PadFuncOption
     const int64_t cropped =
         before >= -n && after >= -n ? n + std::min<int64_t>(before, 0) + std::min<int64_t>(after, 0) : -1;
     check(cropped >= 0, "pad", "pads (", before, ", ", after, ") crop more than dim ", dim, "'s ", n,
-          " elements of the input of shape ", x.shape());
+          " elements of the input of shape ", x.shape(), ", leaving a negative size");
     int64_t out = 0;
     check(!__builtin_add_overflow(cropped, std::max<int64_t>(before, 0), &out) &&
               !__builtin_add_overflow(out, std::max<int64_t>(after, 0), &out),

@@ -2,10 +2,12 @@
 // behaviour (torch/csrc/autograd/custom_function.h) and hand-derived gradients: saved tensors and
 // values, several outputs, non-differentiable outputs, in-place (dirty) inputs, needs_input_grad,
 // the checks on what backward returns, no_grad, hooks, anomaly mode, gradcheck, second derivatives
-// through create_graph, and a backward that throws.
+// through create_graph (refused by name through a backward that was not recorded), a second
+// backward through a freed graph, and a backward that throws.
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core_test_util.hpp"
@@ -417,17 +419,13 @@ TEST_CASE("second derivatives through a custom function (create_graph)", "[core]
   }
 }
 
-// x³ with a backward that runs outside autograd (under NoGradGuard): right first derivatives, but a
+// Cube with its backward run outside autograd (under NoGradGuard): right first derivatives, but a
 // gradient that cannot be differentiated again.
 struct UnrecordedCube : Function<UnrecordedCube> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
-    ctx->save_for_backward({x});
-    return x * x * x;
-  }
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) { return Cube::forward(ctx, x); }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
-    const Tensor x = ctx->get_saved_variables()[0];
     const tg::NoGradGuard no_grad;
-    return {g[0] * 3.0 * x * x};
+    return Cube::backward(ctx, std::move(g));
   }
 };
 
