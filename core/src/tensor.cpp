@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "autograd/node.hpp"
+#include "autograd/pass_op.hpp"
 #include "tapegrad/autograd/grad.hpp"
 #include "convert.hpp"
 #include "dispatch.hpp"
@@ -468,16 +469,17 @@ const char* Tensor::grad_fn_name() const {
 
 namespace {
 // Memory exhaustion anywhere in a backward call — its arguments, the engine, a node's backward —
-// leaves as tg::Error naming backward and the shape of the tensor differentiated.
+// leaves as tg::Error naming `op` (backward, autograd::grad) and the shape of the tensor differentiated.
 template <typename Body>
-auto backward_or_throw(const Shape& shape, const Body& body) -> decltype(body()) {
+auto backward_or_throw(const Shape& shape, const Body& body, const char* op = "backward") -> decltype(body()) {
+  const autograd::NamedPass named(op);  // the engine's errors name `op` too
   try {
     return body();
   } catch (const detail::OutOfMemoryError& error) {  // a tensor, or an op called by a node's backward
-    throw detail::OutOfMemoryError("backward", error.what_failed());
+    throw detail::OutOfMemoryError(op, error.what_failed());
   } catch (const std::bad_alloc&) {
     throw detail::OutOfMemoryError(
-        "backward", detail::concat("out of memory while back-propagating from a tensor of shape ", shape));
+        op, detail::concat("out of memory while back-propagating from a tensor of shape ", shape));
   }
 }
 
@@ -592,7 +594,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
       if (options.materialize_grads) grads[i] = zeros(inputs[i].shape(), inputs[i].dtype());
     }
     return grads;
-  });
+  }, "autograd::grad");
 }
 
 }  // namespace autograd

@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "dispatch.hpp"
+#include "out_of_memory.hpp"
+#include "tensor_impl.hpp"
 
 namespace tg::data::transforms {
 
@@ -99,8 +101,13 @@ Tensor pad(const Tensor& image, int64_t left, int64_t top, int64_t right, int64_
   const int64_t height = image.size(-2), width = image.size(-1);
   check_side(top, bottom, height, mode, "height", image.shape());
   check_side(left, right, width, mode, "width", image.shape());
-  const int64_t out_height = height + top + bottom, out_width = width + left + right;
-  Tensor out = empty(with_plane(image.shape(), out_height, out_width), image.dtype());
+  // The paddings are ≥ 0; near 2^63 their sums must not wrap around.
+  int64_t out_height = 0, out_width = 0;
+  check(!__builtin_add_overflow(height, top, &out_height) && !__builtin_add_overflow(out_height, bottom, &out_height) &&
+            !__builtin_add_overflow(width, left, &out_width) && !__builtin_add_overflow(out_width, right, &out_width),
+        "RandomCrop", "padding an image of shape ", image.shape(), " by (left ", left, ", top ", top, ", right ",
+        right, ", bottom ", bottom, ") overflows int64");
+  Tensor out = make_tensor(with_plane(image.shape(), out_height, out_width), image.dtype(), "RandomCrop");
   const int64_t planes = height * width > 0 ? image.numel() / (height * width) : 0;
   // The source of each output row and column, shared by every plane.
   std::vector<int64_t> rows(static_cast<size_t>(out_height)), columns(static_cast<size_t>(out_width));
@@ -128,7 +135,7 @@ Tensor pad(const Tensor& image, int64_t left, int64_t top, int64_t right, int64_
 // image[..., top : top + height, left : left + width]
 Tensor crop(const Tensor& image, int64_t top, int64_t left, int64_t height, int64_t width) {
   const int64_t in_height = image.size(-2), in_width = image.size(-1);
-  Tensor out = empty(with_plane(image.shape(), height, width), image.dtype());
+  Tensor out = make_tensor(with_plane(image.shape(), height, width), image.dtype(), "RandomCrop");
   const int64_t planes = image.numel() / (in_height * in_width);
   tg::detail::dispatch<tg::detail::AllDTypes>("RandomCrop", image.dtype(), [&]<typename T>() {
     const T* source = image.data<T>();
@@ -235,7 +242,7 @@ RandomCrop::RandomCrop(ImageSize size, ImagePadding padding, RandomCropOptions o
   check_finite(options_.fill, "RandomCrop", "fill");
 }
 
-Tensor RandomCrop::operator()(const Tensor& image) const {
+Tensor RandomCrop::operator()(const Tensor& image) const try {
   check_image(image, "RandomCrop", 2, "[..., H, W]");
   check(image.numel() > 0, "RandomCrop", "got an image with no elements, of shape ", image.shape());
   const PadMode mode = pad_mode_of(options_.padding_mode);
@@ -261,6 +268,8 @@ Tensor RandomCrop::operator()(const Tensor& image) const {
   const int64_t top = randint_one(0, height - crop_height + 1, generator);
   const int64_t left = randint_one(0, width - crop_width + 1, generator);
   return crop(padded, top, left, crop_height, crop_width);
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as("RandomCrop");
 }
 
 // --- RandomHorizontalFlip ---

@@ -22,8 +22,11 @@ namespace tg::detail {
 
 // The per-axis source indices of one gather, shared by its tape nodes.
 struct AxisMaps {
-  std::vector<std::vector<int64_t>> src;  // per gathered axis (outermost first): [out_d], −1 = fill
-  std::vector<int64_t> in_sizes;          // per gathered axis: in_d
+  // Per gathered axis (outermost first): [out_d], −1 = the fill. All empty when the output has no
+  // elements (its sizes may be huge: the tables would be all memory for nothing).
+  std::vector<std::vector<int64_t>> src;
+  std::vector<int64_t> in_sizes;   // per gathered axis: in_d
+  std::vector<int64_t> out_sizes;  // per gathered axis: out_d
   bool injective = false;                 // no input element is read twice: the adjoint may run rows in parallel
   const char* gather_node = "";           // the gather's node name ("ReflectionPadBackward")
   const char* adjoint_node = "";          // the adjoint's node name

@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "autograd/node.hpp"
+#include "checked_arithmetic.hpp"
 #include "conv_kernels.hpp"
 #include "conv_shape.hpp"
 #include "depthwise_conv_kernels.hpp"
@@ -45,16 +46,18 @@ using tg::detail::Conv2dShape;
 struct ConvGeometry {
   Conv2dShape s;
   Shape input, weight, output;
+  const char* op;  // the function the user called ("conv2d"), named by every error of its primitives
 };
 using Geometry = std::shared_ptr<const ConvGeometry>;
 
 // A depthwise convolution (each input channel its own group, C_out a multiple of C_in) does kH·kW
 // multiply-adds per output, too few for a GEMM's packing to pay: it runs on the direct kernels of
-// depthwise_conv_kernels.cpp, everything else on the GEMM kernels of conv_kernels.cpp. Both tables
-// have the same three functions.
+// depthwise_conv_kernels.cpp (unless a huge stride, dilation or padding would make their padded
+// planes huge), everything else on the GEMM kernels of conv_kernels.cpp. Both tables have the same
+// three functions.
 template <typename T>
 tg::detail::ConvKernels<T> kernels_for(const Conv2dShape& s) {
-  if (s.groups > 1 && s.groups == s.C_in) {
+  if (s.groups > 1 && s.groups == s.C_in && tg::detail::depthwise_buffers_fit(s)) {
     const auto& direct = tg::detail::depthwise_conv_kernels_for_cpu().of<T>();
     return {direct.forward, direct.backward_input, direct.backward_weight};
   }
@@ -85,8 +88,8 @@ void record_conv(Tensor& out, const char* name, const Tensor& a, const Tensor& b
 
 // y = conv(x, w) + bias.
 Tensor forward_op(const Geometry& geo, const Tensor& x, const Tensor& w, const Tensor& bias, const char* name) {
-  Tensor y = make_tensor(geo->output, x.dtype(), "conv");
-  tg::detail::dispatch_floating("conv", x.dtype(), [&]<typename T>() {
+  Tensor y = make_tensor(geo->output, x.dtype(), geo->op);
+  tg::detail::dispatch_floating(geo->op, x.dtype(), [&]<typename T>() {
     kernels_for<T>(geo->s).forward(geo->s, x.data<T>(), w.data<T>(),
                                                        bias.defined() ? bias.data<T>() : nullptr, y.mutable_data<T>());
   });
@@ -103,8 +106,8 @@ Tensor forward_op(const Geometry& geo, const Tensor& x, const Tensor& w, const T
 
 // gx = conv(·, w)ᵀ g + bias (per channel of gx).
 Tensor input_adjoint_op(const Geometry& geo, const Tensor& g, const Tensor& w, const Tensor& bias, const char* name) {
-  Tensor gx = make_tensor(geo->input, g.dtype(), "conv");
-  tg::detail::dispatch_floating("conv", g.dtype(), [&]<typename T>() {
+  Tensor gx = make_tensor(geo->input, g.dtype(), geo->op);
+  tg::detail::dispatch_floating(geo->op, g.dtype(), [&]<typename T>() {
     T* out = gx.mutable_data<T>();
     kernels_for<T>(geo->s).backward_input(geo->s, g.data<T>(), w.data<T>(), out);
     if (bias.defined()) {
@@ -128,8 +131,8 @@ Tensor input_adjoint_op(const Geometry& geo, const Tensor& g, const Tensor& w, c
 
 // gw = conv(x, ·)ᵀ g.
 Tensor weight_grad_op(const Geometry& geo, const Tensor& x, const Tensor& g) {
-  Tensor gw = make_tensor(geo->weight, x.dtype(), "conv");
-  tg::detail::dispatch_floating("conv", x.dtype(), [&]<typename T>() {
+  Tensor gw = make_tensor(geo->weight, x.dtype(), geo->op);
+  tg::detail::dispatch_floating(geo->op, x.dtype(), [&]<typename T>() {
     kernels_for<T>(geo->s).backward_weight(geo->s, x.data<T>(), g.data<T>(), gw.mutable_data<T>());
   });
   record_conv(gw, "ConvolutionBackwardBackward", x, g, Tensor(),
@@ -187,34 +190,42 @@ Geometry conv_geometry(const char* op, const Tensor& input, const Tensor& weight
   const int64_t C_in = input.size(first), C_out = weight.size(0);
   check(C_out % groups == 0, op, "given groups = ", groups, ", expected weight to be divisible by ", groups,
         " at dim 0, but got weight of shape ", weight.shape());
-  check(weight.size(1) * groups == C_in, op, "given groups = ", groups, ", weight of shape ", weight.shape(),
-        " expects input ", input.shape(), " to have ", weight.size(1) * groups, " channels, but got ", C_in,
-        " channels");
+  const int64_t expected_in = tg::detail::checked_mul(weight.size(1), groups, op, "groups = ", groups,
+                                                      " is too large for a weight of shape ", weight.shape());
+  check(expected_in == C_in, op, "given groups = ", groups, ", weight of shape ", weight.shape(), " expects input ",
+        input.shape(), " to have ", expected_in, " channels, but got ", C_in, " channels");
   if (bias.defined())
     check(bias.shape() == Shape{C_out}, op, "expected a bias of shape [", C_out, "] for a weight of shape ",
           weight.shape(), ", got ", bias.shape());
 
-  // Per spatial dim: begin padding, and the output size (with "same", an odd total puts the extra
-  // zero at the end: the output is as long as the input, reads past the end are zeros).
-  std::array<int64_t, D> in{}, k{}, pad{}, out{}, padded{};
+  // Per spatial dim: the dilated kernel's span, begin padding, the padded input and the output size
+  // (with "same", an odd total puts the extra zero at the end: the output is as long as the input,
+  // reads past the end are zeros). Checked arithmetic: sizes near 2^63 are refused, not wrapped.
+  std::array<int64_t, D> in{}, k{}, pad{}, out{}, padded{}, spans{};
+  bool fits = true;
   for (size_t i = 0; i < D; ++i) {
     in[i] = input.size(first + 1 + static_cast<int64_t>(i));
     k[i] = weight.size(2 + static_cast<int64_t>(i));
-    const int64_t span = dilation[i] * (k[i] - 1) + 1;
+    check(k[i] > 0, op, "kernel size should be greater than zero, got weight of shape ", weight.shape());
+    const std::string dilation_text = tuple_text(dilation.values().data(), D);
+    const int64_t reach = tg::detail::checked_mul(dilation[i], k[i] - 1, op, "dilation = ", dilation_text,
+                                                  " is too large for a weight of shape ", weight.shape());
+    spans[i] = tg::detail::checked_add(reach, 1, op, "dilation = ", dilation_text,
+                                       " is too large for a weight of shape ", weight.shape());
     if (padding.is_same()) {
-      pad[i] = dilation[i] * (k[i] - 1) / 2;
-      padded[i] = in[i] + dilation[i] * (k[i] - 1);
+      pad[i] = reach / 2;
+      padded[i] = tg::detail::checked_add(in[i], reach, op, "dilation = ", dilation_text,
+                                          " with padding='same' is too large for input ", input.shape(),
+                                          " and weight ", weight.shape());
       out[i] = in[i];
     } else {
       pad[i] = padding.is_valid() ? 0 : padding.values()[i];
-      padded[i] = in[i] + 2 * pad[i];
-      out[i] = padded[i] < span ? 0 : (padded[i] - span) / stride[i] + 1;
+      const std::string padding_text = tuple_text(padding.values().values().data(), D);
+      padded[i] = tg::detail::checked_add(
+          in[i], tg::detail::checked_mul(2, pad[i], op, "padding = ", padding_text, " is too large"), op,
+          "padding = ", padding_text, " is too large for input ", input.shape());
+      out[i] = padded[i] < spans[i] ? 0 : (padded[i] - spans[i]) / stride[i] + 1;
     }
-  }
-  std::array<int64_t, D> spans{};
-  bool fits = true;
-  for (size_t i = 0; i < D; ++i) {
-    spans[i] = dilation[i] * (k[i] - 1) + 1;
     fits = fits && padded[i] >= spans[i];
   }
   check(fits, op, "calculated padded input size per channel: ", tuple_text(padded.data(), D),
@@ -243,6 +254,7 @@ Geometry conv_geometry(const char* op, const Tensor& input, const Tensor& weight
   s.W_out = out[D - 1];
   geo->input = input.shape();
   geo->weight = weight.shape();
+  geo->op = op;
   geo->output = batched ? Shape{s.N, C_out} : Shape{C_out};
   for (size_t i = 0; i < D; ++i) geo->output.push_back(out[i]);
   return geo;
@@ -256,6 +268,24 @@ Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, co
   return forward_op(geo, input, weight, bias, "ConvolutionBackward");
 } catch (...) {
   tg::detail::rethrow_out_of_memory_as(op);
+}
+
+// conv_transpose2d's output size along one dim, (in − 1)·stride − 2·pad + dilation·(k − 1) +
+// output_padding + 1: the input size of the convolution it is the adjoint of. Every step is
+// checked, and so is that size padded (its sum before the − 2·pad), as conv_geometry checks it.
+int64_t transposed_size(int64_t in, int64_t stride, int64_t pad, int64_t dilation, int64_t k,
+                        int64_t output_padding, const Tensor& input, const Tensor& weight) {
+  const auto check_fits = [&](bool overflow) {
+    check(!overflow, "conv_transpose2d", "stride = ", stride, ", padding = ", pad, ", dilation = ", dilation,
+          " and output_padding = ", output_padding, " make the output size of input ", input.shape(), " and weight ",
+          weight.shape(), " overflow int64");
+  };
+  int64_t padded = 0, term = 0;  // in ≥ 0 (a tensor's size) and k ≥ 1: in − 1 and k − 1 cannot overflow
+  check_fits(__builtin_mul_overflow(in - 1, stride, &padded));
+  check_fits(__builtin_mul_overflow(dilation, k - 1, &term) || __builtin_add_overflow(padded, term, &padded));
+  check_fits(__builtin_add_overflow(padded, output_padding, &padded) || __builtin_add_overflow(padded, 1, &padded));
+  check_fits(__builtin_mul_overflow(2, pad, &term) || __builtin_sub_overflow(padded, term, &padded));
+  return padded;
 }
 
 }  // namespace
@@ -298,7 +328,8 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const ConvTra
         weight.size(0), " channels, but got ", C_in, " channels");
   check(C_in % groups == 0, op, "given groups = ", groups, ", expected weight to be divisible by ", groups,
         " at dim 0, but got weight of shape ", weight.shape());
-  const int64_t C_out = weight.size(1) * groups;
+  const int64_t C_out = tg::detail::checked_mul(weight.size(1), groups, op, "groups = ", groups,
+                                                " is too large for a weight of shape ", weight.shape());
   if (options.bias.defined())
     check(options.bias.shape() == Shape{C_out}, op, "expected a bias of shape [", C_out, "] for a weight of shape ",
           weight.shape(), " and groups = ", groups, ", got ", options.bias.shape());
@@ -321,13 +352,15 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const ConvTra
   s.dilation_w = options.dilation[1];
   s.H_out = input.size(first + 1);
   s.W_out = input.size(first + 2);
-  s.H = (s.H_out - 1) * s.stride_h - 2 * s.pad_h + s.dilation_h * (s.kH - 1) + options.output_padding[0] + 1;
-  s.W = (s.W_out - 1) * s.stride_w - 2 * s.pad_w + s.dilation_w * (s.kW - 1) + options.output_padding[1] + 1;
+  check(s.kH > 0 && s.kW > 0, op, "kernel size should be greater than zero, got weight of shape ", weight.shape());
+  s.H = transposed_size(s.H_out, s.stride_h, s.pad_h, s.dilation_h, s.kH, options.output_padding[0], input, weight);
+  s.W = transposed_size(s.W_out, s.stride_w, s.pad_w, s.dilation_w, s.kW, options.output_padding[1], input, weight);
   check(s.H > 0 && s.W > 0, op, "the output size (", s.H, ", ", s.W, ") of input ", input.shape(), " and weight ",
         weight.shape(), " with padding = ", tuple_text(options.padding.values().data(), 2), " is too small");
   geo->input = batched ? Shape{s.N, C_out, s.H, s.W} : Shape{C_out, s.H, s.W};
   geo->weight = weight.shape();
   geo->output = input.shape();
+  geo->op = op;
   return input_adjoint_op(geo, input, weight, options.bias, "ConvolutionBackward");
 } catch (...) {
   tg::detail::rethrow_out_of_memory_as("conv_transpose2d");
@@ -347,12 +380,23 @@ void check_channels(const char* op, int64_t in_channels, int64_t out_channels, i
         out_channels, ", groups = ", groups);
 }
 
+// An uninitialised float32 parameter of module `op` (`what`: "weight" or "bias"): a shape with too
+// many elements, or too little memory for it, is a tg::Error naming the module and the parameter.
+Tensor empty_parameter(const char* op, const char* what, const Shape& shape) {
+  try {
+    return make_tensor(shape, kFloat32, op);
+  } catch (const tg::detail::OutOfMemoryError& error) {
+    throw tg::detail::OutOfMemoryError(op, tg::detail::concat("cannot allocate ", what, " ", shape, ": ",
+                                                              error.what_failed()));
+  }
+}
+
 // PyTorch's _ConvNd.reset_parameters: the weight [out, in/groups, k...] by kaiming_uniform_(a = √5)
 // (bound 1/√fan_in up to rounding, through nn::init with PyTorch's arithmetic so that the float32
 // draws are PyTorch's bits), after checking the module's arguments.
 template <size_t D>
 Tensor conv_weight(const char* op, int64_t in_channels, int64_t out_channels, const ExpandingArray<D>& k,
-                   int64_t groups, const std::string& padding_mode) {
+                   int64_t groups, const std::string& padding_mode) try {
   check_channels(op, in_channels, out_channels, groups);
   check(padding_mode == "zeros" || padding_mode == "reflect" || padding_mode == "replicate" ||
             padding_mode == "circular",
@@ -362,17 +406,21 @@ Tensor conv_weight(const char* op, int64_t in_channels, int64_t out_channels, co
     check(k[i] > 0, op, "expected a positive kernel_size, got ", tuple_text(k.values().data(), D));
     shape.push_back(k[i]);
   }
-  Tensor values = empty(shape);
+  Tensor values = empty_parameter(op, "weight", shape);
   return init::kaiming_uniform_(values, std::sqrt(5.0));
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as(op);  // the initialiser's draws, too, belong to the module
 }
 
 // Then the bias [out] by U(±1/√fan_in), fan_in = weight.size(1) · Πk.
-Tensor conv_bias(const Shape& weight_shape, int64_t out) {
-  int64_t fan_in = 1;
+Tensor conv_bias(const char* op, const Shape& weight_shape, int64_t out) try {
+  int64_t fan_in = 1;  // a product of the weight's dims: it fits
   for (size_t i = 1; i < weight_shape.size(); ++i) fan_in *= weight_shape[i];
-  Tensor values = empty({out});
+  Tensor values = empty_parameter(op, "bias", {out});
   const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
   return init::uniform_(values, -bound, bound);
+} catch (...) {
+  tg::detail::rethrow_out_of_memory_as(op);
 }
 
 }  // namespace
@@ -380,14 +428,14 @@ Tensor conv_bias(const Shape& weight_shape, int64_t out) {
 Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, ExpandingArray<1> kernel_size, const Conv1dOptions& options)
     : weight("Conv1d.weight", conv_weight("Conv1d", in_channels, out_channels, kernel_size, options.groups,
                                           options.padding_mode)),
-      bias("Conv1d.bias", options.bias ? conv_bias(weight.shape(), out_channels) : Tensor()),
+      bias("Conv1d.bias", options.bias ? conv_bias("Conv1d", weight.shape(), out_channels) : Tensor()),
       options(options),
       kernel_size(kernel_size) {}
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size, const Conv2dOptions& options)
     : weight("Conv2d.weight", conv_weight("Conv2d", in_channels, out_channels, kernel_size, options.groups,
                                           options.padding_mode)),
-      bias("Conv2d.bias", options.bias ? conv_bias(weight.shape(), out_channels) : Tensor()),
+      bias("Conv2d.bias", options.bias ? conv_bias("Conv2d", weight.shape(), out_channels) : Tensor()),
       options(options),
       kernel_size(kernel_size) {}
 
@@ -396,7 +444,7 @@ ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, Expa
                                  const ConvTranspose2dOptions& options)
     : weight("ConvTranspose2d.weight",
              conv_weight("ConvTranspose2d", out_channels, in_channels, kernel_size, options.groups, "zeros")),
-      bias("ConvTranspose2d.bias", options.bias ? conv_bias(weight.shape(), out_channels) : Tensor()),
+      bias("ConvTranspose2d.bias", options.bias ? conv_bias("ConvTranspose2d", weight.shape(), out_channels) : Tensor()),
       options(options),
       kernel_size(kernel_size) {}
 
@@ -407,12 +455,13 @@ namespace {
 // _reversed_padding_repeated_twice: per dim from the last, (begin, end); "same" puts an odd
 // total's extra element at the end.
 template <size_t D>
-std::vector<int64_t> mode_padding(const ConvPadding<D>& padding, const ExpandingArray<D>& dilation,
+std::vector<int64_t> mode_padding(const char* op, const ConvPadding<D>& padding, const ExpandingArray<D>& dilation,
                                   const ExpandingArray<D>& k) {
   std::vector<int64_t> pad;
   for (size_t i = D; i-- > 0;) {
     if (padding.is_same()) {
-      const int64_t total = dilation[i] * (k[i] - 1);
+      const int64_t total = tg::detail::checked_mul(dilation[i], k[i] - 1, op, "dilation = ", dilation.vec(),
+                                                    " is too large for kernel_size ", k.vec());
       pad.push_back(total / 2);
       pad.push_back(total - total / 2);
     } else {
@@ -426,14 +475,15 @@ std::vector<int64_t> mode_padding(const ConvPadding<D>& padding, const Expanding
 
 // A Conv1d/Conv2d module's forward: padding_mode "zeros" pads inside the convolution; any other
 // mode pads the input with F::pad in that mode, then convolves without padding (PyTorch's
-// _conv_forward). FuncOptions is Conv1dFuncOptions or Conv2dFuncOptions, `conv` F::conv1d or conv2d.
+// _conv_forward). FuncOptions is Conv1dFuncOptions or Conv2dFuncOptions, `conv` F::conv1d or conv2d,
+// `op` the module's name.
 template <size_t D, typename FuncOptions, typename Options, typename Conv>
-Tensor conv_module_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Options& options,
+Tensor conv_module_forward(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, const Options& options,
                            const ExpandingArray<D>& kernel_size, Conv conv) {
   FuncOptions func{.bias = bias, .stride = options.stride, .padding = options.padding,
                    .dilation = options.dilation, .groups = options.groups};
   if (options.padding_mode == "zeros") return conv(x, weight, func);
-  const Tensor padded = functional::pad(x, mode_padding<D>(options.padding, options.dilation, kernel_size),
+  const Tensor padded = functional::pad(x, mode_padding<D>(op, options.padding, options.dilation, kernel_size),
                                         {.mode = options.padding_mode});
   func.padding = 0;
   return conv(padded, weight, func);
@@ -442,12 +492,12 @@ Tensor conv_module_forward(const Tensor& x, const Tensor& weight, const Tensor& 
 }  // namespace
 
 Tensor Conv1d::forward(const Tensor& x) {
-  return conv_module_forward<1, functional::Conv1dFuncOptions>(x, weight, bias, options, kernel_size,
+  return conv_module_forward<1, functional::Conv1dFuncOptions>("Conv1d", x, weight, bias, options, kernel_size,
                                                                 functional::conv1d);
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  return conv_module_forward<2, functional::Conv2dFuncOptions>(x, weight, bias, options, kernel_size,
+  return conv_module_forward<2, functional::Conv2dFuncOptions>("Conv2d", x, weight, bias, options, kernel_size,
                                                                 functional::conv2d);
 }
 

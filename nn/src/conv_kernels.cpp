@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "checked_arithmetic.hpp"
 #include "kernel_buffer.hpp"
 #include "ops/gemm.hpp"
 #include "parallel_for.hpp"
@@ -102,8 +103,9 @@ Tile tile_of(const Tiling& t, int64_t N, int64_t index) {
 // in [0, W); the others read padding.
 inline void valid_columns(const Conv2dShape& s, int64_t kw, int64_t& lo, int64_t& hi) {
   const int64_t offset = kw * s.dilation_w - s.pad_w;  // iw = ow·s_w + offset
-  lo = offset >= 0 ? 0 : ceil_div(-offset, s.stride_w);
-  hi = offset >= s.W ? 0 : ceil_div(s.W - offset, s.stride_w);
+  // −offset ≤ pad_w and W − offset ≤ W + pad_w fit, but plus a stride near 2^63 they may not.
+  lo = offset >= 0 ? 0 : ceil_div_nonnegative(-offset, s.stride_w);
+  hi = offset >= s.W ? 0 : ceil_div_nonnegative(s.W - offset, s.stride_w);
   lo = std::min(lo, s.W_out);
   hi = std::clamp(hi, lo, s.W_out);
 }

@@ -30,4 +30,27 @@ struct DepthwiseConvKernels {
 
 TG_DECLARE_ISA_KERNELS(DtypeKernels<DepthwiseConvKernels>, depthwise_conv_kernels)
 
+// Whether the kernels' per-plane buffers stay near the size of a plane: the padded, phase-split
+// input ((H_out − 1)·sh + (kH − 1)·dh + 1 rows of sw·⌈((W_out − 1)·sw + (kW − 1)·dw + 1) / sw⌉) and
+// the gradient's ((H + (kH − 1)·dh) × (W + (kW − 1)·dw)). A huge stride, dilation or padding makes
+// them far larger than the tensors (or overflow int64); such a convolution, and an empty one, runs
+// on the GEMM kernels, whose buffers are bounded.
+inline bool depthwise_buffers_fit(const Conv2dShape& s) {
+  if (s.N == 0 || s.H_out == 0 || s.W_out == 0) return false;
+  int64_t rows = 0, width = 0, input = 0, grad_rows = 0, grad_cols = 0, grad = 0;
+  const bool overflow =
+      __builtin_mul_overflow(s.H_out - 1, s.stride_h, &rows) ||
+      __builtin_add_overflow(rows, (s.kH - 1) * s.dilation_h + 1, &rows) ||
+      __builtin_mul_overflow(s.W_out - 1, s.stride_w, &width) ||
+      __builtin_add_overflow(width, (s.kW - 1) * s.dilation_w + 1, &width) ||
+      __builtin_add_overflow(width, s.stride_w - 1, &width) ||  // at most this, once rounded up to sw
+      __builtin_mul_overflow(rows, width, &input) ||
+      __builtin_add_overflow(s.H, (s.kH - 1) * s.dilation_h, &grad_rows) ||
+      __builtin_add_overflow(s.W, (s.kW - 1) * s.dilation_w, &grad_cols) ||
+      __builtin_mul_overflow(grad_rows, grad_cols, &grad);
+  // At most 16 times the planes (plus a little): a plane's size fits, 16 times it may not.
+  const int64_t planes = s.H * s.W + s.H_out * s.W_out;
+  return !overflow && (input - 4096) / 16 <= planes && (grad - 4096) / 16 <= planes;
+}
+
 }  // namespace tg::detail

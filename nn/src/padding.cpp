@@ -147,7 +147,7 @@ Shape gathered_shape(const Shape& shape, const AxisMaps& maps, bool to_output) {
   Shape out = shape;
   const size_t k = maps.src.size(), lead_dims = shape.size() - k;
   for (size_t a = 0; a < k; ++a)
-    out[lead_dims + a] = to_output ? static_cast<int64_t>(maps.src[a].size()) : maps.in_sizes[a];
+    out[lead_dims + a] = to_output ? maps.out_sizes[a] : maps.in_sizes[a];
   return out;
 }
 
@@ -252,18 +252,25 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const PadFuncOption
   maps->injective = mode == PadMode::kConstant;
   maps->gather_node = node_name(mode);
   maps->adjoint_node = "PadBackwardBackward";
+  Shape out_shape = x.shape();
   for (int64_t a = 0; a < k; ++a) {
     const int64_t dim = ndim - k + a;               // outermost padded dim first
     const int64_t before = pad[2 * (k - 1 - a)], after = pad[2 * (k - 1 - a) + 1];
-    const int64_t n = x.size(dim), cropped = n - std::max<int64_t>(-before, 0) - std::max<int64_t>(-after, 0);
-    const int64_t out = n + before + after;
-    check(out >= 0, "pad", "pads (", before, ", ", after, ") make dim ", dim, " of the input of shape ", x.shape(),
-          " negative (", out, ")");
+    const int64_t n = x.size(dim);
+    // Negative pads crop, by at most n together (each ≥ −n first, so that the sum cannot overflow);
+    // then the positive ones add, checked.
+    const int64_t cropped =
+        before >= -n && after >= -n ? n + std::min<int64_t>(before, 0) + std::min<int64_t>(after, 0) : -1;
+    check(cropped >= 0, "pad", "pads (", before, ", ", after, ") crop more than dim ", dim, "'s ", n,
+          " elements of the input of shape ", x.shape(), ", leaving a negative size");
+    int64_t out = 0;
+    check(!__builtin_add_overflow(cropped, std::max<int64_t>(before, 0), &out) &&
+              !__builtin_add_overflow(out, std::max<int64_t>(after, 0), &out),
+          "pad", "pads (", before, ", ", after, ") at dim ", dim, " of the input of shape ", x.shape(),
+          " are too large: the padded size overflows int64");
     if (mode != PadMode::kConstant) {
       check(n > 0, "pad", "mode \"", options.mode, "\" needs non-empty padded dims, got dim ", dim,
             " of size 0 in an input of shape ", x.shape());
-      check(cropped >= 0, "pad", "pads (", before, ", ", after, ") crop more than dim ", dim, "'s ", n,
-            " elements of the input of shape ", x.shape());
       const int64_t most = std::max({before, after, int64_t{0}});
       if (mode == PadMode::kReflect)
         check(most < cropped || most == 0, "pad", "reflect padding must be smaller than the dim it pads, got pads (",
@@ -275,8 +282,16 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const PadFuncOption
         check(cropped > 0 || out == 0, "pad", "pads (", before, ", ", after, ") leave nothing of dim ", dim,
               " of the input of shape ", x.shape(), " to replicate");
     }
-    maps->src.push_back(out > 0 ? pad_map(mode, n, before, after) : std::vector<int64_t>{});
     maps->in_sizes.push_back(n);
+    maps->out_sizes.push_back(out);
+    out_shape[static_cast<size_t>(dim)] = out;
+  }
+  // The index tables take memory in proportion to the output's sizes: filled only for an output
+  // with elements (and one whose shape can be allocated at all).
+  const bool has_elements = checked_numel(out_shape, "pad") > 0;
+  for (int64_t a = 0; a < k; ++a) {
+    const int64_t before = pad[2 * (k - 1 - a)], after = pad[2 * (k - 1 - a) + 1];
+    maps->src.push_back(has_elements ? pad_map(mode, x.size(ndim - k + a), before, after) : std::vector<int64_t>{});
   }
   return tg::detail::axis_gather(x, maps, mode == PadMode::kConstant ? options.value : 0.0);
 } catch (...) {

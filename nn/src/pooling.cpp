@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "checked_arithmetic.hpp"
 #include "dispatch.hpp"
 #include "out_of_memory.hpp"
 #include "parallel_for.hpp"
@@ -47,22 +48,32 @@ struct PoolGeometry {
 
 // torch's pooling_output_shape: ⌊(in + 2p − d(k − 1) − 1 + (ceil ? s − 1 : 0)) / s⌋ + 1, and one less
 // when ceil mode would start the last window at or past the end of the input and its left padding.
-int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
-  const int64_t numerator = in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  int64_t out = (numerator >= 0 ? numerator / stride : -((-numerator + stride - 1) / stride)) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+// Every step that can overflow is checked (2p ≤ k, and in is a tensor's size): tg::Error naming `op`.
+int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode,
+                    const char* op) {
+  using tg::detail::checked_add, tg::detail::checked_mul;
+  const char* what = "kernel_size, padding, stride or dilation too large for an input dim of size ";
+  const int64_t reach = checked_mul(dilation, k - 1, op, what, in);  // the window spans reach + 1
+  int64_t numerator = checked_add(in, 2 * pad, op, what, in) - reach - 1;  // ≥ −2^63: both terms ≥ 0
+  if (ceil_mode) numerator = checked_add(numerator, stride - 1, op, what, in);
+  // ⌊numerator / stride⌋ without negating numerator (it may be −2^63)
+  const int64_t floor = numerator / stride - (numerator % stride < 0 ? 1 : 0);
+  int64_t out = checked_add(floor, 1, op, what, in);
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;  // (out − 1)·stride ≤ numerator: it fits
   return out;
 }
 
-// The windows of a strided, padded, dilated pooling along one axis, clipped to [0, in).
+// The windows of a strided, padded, dilated pooling along one axis, clipped to [0, in). The sums
+// are arranged so that none overflows for any sizes pooled_size accepted (start + k may not fit).
 std::vector<Window> strided_windows(int64_t in, int64_t out, int64_t k, int64_t pad, int64_t stride, int64_t dilation) {
   std::vector<Window> windows(static_cast<size_t>(out));
+  const int64_t reach = dilation * (k - 1);
   for (int64_t o = 0; o < out; ++o) {
     int64_t start = o * stride - pad;
-    const int64_t end = std::min(start + (k - 1) * dilation + 1, in);
-    const int64_t extent = std::min(start + k, in + pad) - start;  // avg pooling only (dilation 1)
-    while (start < 0) start += dilation;
-    windows[static_cast<size_t>(o)] = {start, std::max<int64_t>(0, tg::detail::ceil_div(end - start, dilation)),
+    const int64_t end = reach >= in - start ? in : start + reach + 1;
+    const int64_t extent = std::min(k, in + pad - start);  // avg pooling only (dilation 1)
+    if (start < 0) start += tg::detail::ceil_div_nonnegative(-start, dilation) * dilation;  // the first tap inside
+    windows[static_cast<size_t>(o)] = {start, end > start ? tg::detail::ceil_div_nonnegative(end - start, dilation) : 0,
                                        extent};
   }
   return windows;
@@ -85,6 +96,19 @@ Shape pooled_shape(const Tensor& x, int64_t H_out, int64_t W_out) {
   return shape;
 }
 
+// Whether the output of g has elements, after checking that its shape can be allocated (tg::Error
+// naming `op` otherwise). Only then are the windows tabled: they take memory in proportion to the
+// output's size (and the kernels, which read them, do not run on an empty output).
+bool has_elements(const Tensor& x, const PoolGeometry& g, const char* op) {
+  const Shape shape = pooled_shape(x, g.H_out, g.W_out);
+  if (checked_numel(shape, op) == 0) return false;
+  // More windows than a vector can hold (std::length_error): the output, 4 bytes or more per
+  // window, could not be allocated either.
+  if (static_cast<uint64_t>(std::max(g.H_out, g.W_out)) > std::vector<Window>().max_size())
+    throw tg::detail::OutOfMemoryError(op, tg::detail::concat("cannot allocate an output of shape ", shape));
+  return true;
+}
+
 // The max pooling geometry, or tg::Error naming `op` and the offending sizes.
 PoolGeometry max_pool_geometry(const Tensor& x, ExpandingArray<2> kernel, const functional::MaxPool2dFuncOptions& o,
                                const char* op) {
@@ -101,14 +125,16 @@ PoolGeometry max_pool_geometry(const Tensor& x, ExpandingArray<2> kernel, const 
   PoolGeometry g;
   g.H = x.size(-2), g.W = x.size(-1);
   g.planes = x.numel() / (g.H * g.W);
-  g.H_out = pooled_size(g.H, kernel[0], o.padding[0], stride[0], o.dilation[0], o.ceil_mode);
-  g.W_out = pooled_size(g.W, kernel[1], o.padding[1], stride[1], o.dilation[1], o.ceil_mode);
+  g.H_out = pooled_size(g.H, kernel[0], o.padding[0], stride[0], o.dilation[0], o.ceil_mode, op);
+  g.W_out = pooled_size(g.W, kernel[1], o.padding[1], stride[1], o.dilation[1], o.ceil_mode, op);
   check(g.H_out > 0 && g.W_out > 0, op, "the input of shape ", x.shape(), " is too small for kernel_size ",
         kernel.vec(), " with padding ", o.padding.vec(), " and dilation ", o.dilation.vec(), ": output size ",
         std::vector<int64_t>{g.H_out, g.W_out});
   g.step_h = o.dilation[0], g.step_w = o.dilation[1];
-  g.rows = strided_windows(g.H, g.H_out, kernel[0], o.padding[0], stride[0], o.dilation[0]);
-  g.cols = strided_windows(g.W, g.W_out, kernel[1], o.padding[1], stride[1], o.dilation[1]);
+  if (has_elements(x, g, op)) {
+    g.rows = strided_windows(g.H, g.H_out, kernel[0], o.padding[0], stride[0], o.dilation[0]);
+    g.cols = strided_windows(g.W, g.W_out, kernel[1], o.padding[1], stride[1], o.dilation[1]);
+  }
   g.full_2x2 = kernel[0] == 2 && kernel[1] == 2 && stride[0] == 2 && stride[1] == 2 && g.step_h == 1 &&
                g.step_w == 1 && o.padding[0] == 0 && o.padding[1] == 0 && 2 * g.H_out <= g.H && 2 * g.W_out <= g.W;
   return g;
@@ -260,8 +286,10 @@ PoolGeometry adaptive_geometry(const Tensor& x, ExpandingArray<2> output_size, c
   g.H = x.size(-2), g.W = x.size(-1);
   g.planes = x.numel() / (g.H * g.W);
   g.H_out = output_size[0], g.W_out = output_size[1];
-  g.rows = adaptive_windows(g.H, g.H_out);
-  g.cols = adaptive_windows(g.W, g.W_out);
+  if (has_elements(x, g, op)) {
+    g.rows = adaptive_windows(g.H, g.H_out);
+    g.cols = adaptive_windows(g.W, g.W_out);
+  }
   return g;
 }
 

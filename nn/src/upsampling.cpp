@@ -204,13 +204,22 @@ Tensor interpolate(const Tensor& x, const InterpolateFuncOptions& o) try {
     } else {
       const double s = scales[static_cast<size_t>(d)];
       check(std::isfinite(s) && s > 0, op, "scale_factor must be positive, got ", s);
-      a.out = static_cast<int64_t>(std::floor(static_cast<double>(a.in) * s));
+      const double out = std::floor(static_cast<double>(a.in) * s);
+      check(out < 0x1p63, op, "scale_factor ", s, " makes the output size of dim ", 2 + d, " of an input of shape ",
+            x.shape(), " too large (", out, ")");
+      a.out = static_cast<int64_t>(out);
       if (!o.recompute_scale_factor.value_or(false)) a.scale = s;
     }
     check(a.in > 0 && a.out > 0, op, "input and output sizes must be positive, got input of shape ", x.shape(),
           " and output size ", a.out, " at dim ", 2 + d);
   }
 
+  // An output shape that can be allocated at all, checked here to name interpolate. The nearest
+  // index tables take memory in proportion to the output's sizes: filled only for an output with
+  // elements.
+  Shape out_shape = x.shape();
+  for (int64_t d = 0; d < spatial; ++d) out_shape[static_cast<size_t>(2 + d)] = axes[static_cast<size_t>(d)].out;
+  const bool has_elements = checked_numel(out_shape, op) > 0;
   if (bilinear) {
     auto plan = std::make_shared<BilinearPlan>();
     plan->h = axes[0], plan->w = axes[1];
@@ -219,8 +228,9 @@ Tensor interpolate(const Tensor& x, const InterpolateFuncOptions& o) try {
   }
   auto maps = std::make_shared<tg::detail::AxisMaps>();
   for (const Axis& a : axes) {
-    maps->src.push_back(nearest_map(a));
+    maps->src.push_back(has_elements ? nearest_map(a) : std::vector<int64_t>{});
     maps->in_sizes.push_back(a.in);
+    maps->out_sizes.push_back(a.out);
   }
   maps->injective = std::all_of(axes.begin(), axes.end(), [](const Axis& a) { return a.out <= a.in; }) &&
                     std::all_of(maps->src.begin(), maps->src.end(), [](const std::vector<int64_t>& src) {

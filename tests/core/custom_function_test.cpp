@@ -2,10 +2,12 @@
 // behaviour (torch/csrc/autograd/custom_function.h) and hand-derived gradients: saved tensors and
 // values, several outputs, non-differentiable outputs, in-place (dirty) inputs, needs_input_grad,
 // the checks on what backward returns, no_grad, hooks, anomaly mode, gradcheck, second derivatives
-// through create_graph, and a backward that throws.
+// through create_graph (refused by name through a backward that was not recorded), a second
+// backward through a freed graph, and a backward that throws.
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core_test_util.hpp"
@@ -414,6 +416,48 @@ TEST_CASE("second derivatives through a custom function (create_graph)", "[core]
     x.set_grad(Tensor());
     g.sum().backward();
     CHECK(values(x.grad()) == std::vector<double>{-9.0, 3.0, 12.0});
+  }
+}
+
+// Cube with its backward run outside autograd (under NoGradGuard): right first derivatives, but a
+// gradient that cannot be differentiated again.
+struct UnrecordedCube : Function<UnrecordedCube> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) { return Cube::forward(ctx, x); }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    const tg::NoGradGuard no_grad;
+    return Cube::backward(ctx, std::move(g));
+  }
+};
+
+TEST_CASE("a second backward through a custom function names the function and the call",
+          "[core][custom_function]") {
+  using Catch::Matchers::StartsWith;
+  Tensor x = tg::tensor({-1.5, 0.5, 2.0}, {3}, tg::kFloat64).requires_grad_();
+  const Tensor ones = tg::ones({3}, tg::kFloat64);
+  SECTION("double backward through a backward that was not recorded") {
+    const Tensor y = UnrecordedCube::apply(x);
+    const Tensor dy = tg::autograd::grad({y}, {x}, {ones}, recorded())[0];
+    CHECK(values(dy) == std::vector<double>{6.75, 0.75, 12.0});
+    CHECK_THROWS_WITH(tg::autograd::grad({dy}, {x}, {ones}),
+                      StartsWith("autograd::grad: the backward of UnrecordedCubeBackward is not differentiable"));
+    UnrecordedCube::apply(x).sum().backward(create_graph());
+    const Tensor g = x.grad();
+    x.set_grad(Tensor());
+    CHECK_THROWS_WITH(g.sum().backward(),
+                      StartsWith("backward: the backward of UnrecordedCubeBackward is not differentiable"));
+  }
+  SECTION("a recorded backward is not marked: its second derivative is 6x") {
+    const Tensor dy = tg::autograd::grad({Cube::apply(x)}, {x}, {ones}, recorded())[0];
+    CHECK(values(tg::autograd::grad({dy}, {x}, {ones})[0]) == std::vector<double>{-9.0, 3.0, 12.0});
+  }
+  SECTION("backward twice without retain_graph") {
+    const Tensor y = Cube::apply(x);
+    y.backward(ones);
+    CHECK_THROWS_WITH(y.backward(ones), StartsWith("backward: trying to backward through CubeBackward a second time"));
+    const Tensor z = Cube::apply(x);
+    tg::autograd::grad({z}, {x}, {ones});
+    CHECK_THROWS_WITH(tg::autograd::grad({z}, {x}, {ones}),
+                      StartsWith("autograd::grad: trying to backward through CubeBackward a second time"));
   }
 }
 

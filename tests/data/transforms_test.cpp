@@ -1,6 +1,7 @@
 // tg::data::transforms: padding modes and crops derived by hand, torchvision's outputs and draws
 // (transforms.txt, from make_transforms_fixtures.py), reproducible draws through the DataLoader
 // with and without prefetching, and bad input.
+#include <limits>
 #include <set>
 
 #include "data_test_util.hpp"
@@ -214,6 +215,12 @@ TEST_CASE("The transforms refuse bad options and images with tg::Error", "[data]
                    Catch::Contains("reflect") && Catch::Contains("[1, 3, 3]"));
   REQUIRE_TG_ERROR(T::RandomCrop(3, 4, {.padding_mode = "symmetric"})(image), Catch::Contains("symmetric"));
   REQUIRE_TG_ERROR(T::RandomCrop(1)(tensor({1, 2, 3})), Catch::Contains("[..., H, W]") && Catch::Contains("[3]"));
+  // Huge paddings name RandomCrop (its padded image once said "empty:"), and never wrap around.
+  REQUIRE_TG_ERROR(T::RandomCrop(3, int64_t{1} << 40)(image), Catch::StartsWith("RandomCrop: shape [1, 2199023255555, "));
+  REQUIRE_TG_ERROR(T::RandomCrop(3, std::numeric_limits<int64_t>::max())(image),
+                   Catch::StartsWith("RandomCrop: padding an image of shape [1, 3, 3]") && Catch::Contains("overflows int64"));
+  REQUIRE_TG_ERROR(T::RandomCrop(std::numeric_limits<int64_t>::max(), 0, {.pad_if_needed = true})(image),
+                   Catch::StartsWith("RandomCrop: padding an image of shape [1, 3, 3]"));
   REQUIRE_TG_ERROR(T::ImagePadding({1, 2, 3}), Catch::Contains("ImagePadding") && Catch::Contains("3 values"));
   REQUIRE_TG_ERROR(T::ImageSize({1, 2, 3}), Catch::Contains("ImageSize"));
   REQUIRE_TG_ERROR(T::RandomHorizontalFlip(1.5), Catch::Contains("p should be between 0 and 1"));

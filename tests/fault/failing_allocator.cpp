@@ -11,9 +11,12 @@ std::atomic<bool> counting{false};
 std::atomic<int64_t> count{0};
 std::atomic<int64_t> fail_at{0};
 std::atomic<bool> has_failed{false};
+std::atomic<size_t> size_limit{0};
 
-// True when this allocation is the one chosen to fail.
-bool should_fail() {
+// True when this allocation is the one chosen to fail, or larger than the limit.
+bool should_fail(size_t size) {
+  const size_t limit = size_limit.load(std::memory_order_relaxed);
+  if (limit != 0 && size > limit) return true;
   if (!counting.load(std::memory_order_relaxed)) return false;
   const int64_t n = count.fetch_add(1, std::memory_order_relaxed) + 1;
   if (n != fail_at.load(std::memory_order_relaxed)) return false;
@@ -36,17 +39,19 @@ int64_t allocations() { return count.load(); }
 
 bool failed() { return has_failed.load(); }
 
+void refuse_allocations_over(size_t bytes) { size_limit = bytes; }
+
 }  // namespace tg::fault
 
 // The replaceable forms that allocate, on malloc and aligned_alloc; every operator delete calls free.
 void* operator new(std::size_t size) {
-  if (tg::fault::should_fail()) throw std::bad_alloc();
+  if (tg::fault::should_fail(size)) throw std::bad_alloc();
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
 
 void* operator new(std::size_t size, std::align_val_t alignment) {
-  if (tg::fault::should_fail()) throw std::bad_alloc();
+  if (tg::fault::should_fail(size)) throw std::bad_alloc();
   const auto align = static_cast<std::size_t>(alignment);
   const std::size_t rounded = (size + align - 1) / align * align;  // aligned_alloc wants a multiple
   if (void* p = std::aligned_alloc(align, rounded == 0 ? align : rounded)) return p;

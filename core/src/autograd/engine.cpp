@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "autograd/node.hpp"
+#include "autograd/pass_op.hpp"
 #include "dispatch.hpp"
 #include "map.hpp"
 #include "parallel_for.hpp"
@@ -44,6 +45,14 @@ AnomalyTag::AnomalyTag(const std::string& tag) : previous_length_(anomaly_tag_pa
 AnomalyTag::~AnomalyTag() { anomaly_tag_path.resize(previous_length_); }
 
 namespace autograd {
+
+namespace {
+thread_local const char* pass_op = "backward";  // pass_op.hpp
+}  // namespace
+
+const char* current_pass_op() { return pass_op; }
+NamedPass::NamedPass(const char* op) : previous_(pass_op) { pass_op = op; }
+NamedPass::~NamedPass() { pass_op = previous_; }
 
 const std::string& current_anomaly_tag() { return anomaly_tag_path; }
 
@@ -108,7 +117,7 @@ SavedTensor::SavedTensor(const Tensor& tensor, Kind kind, uint32_t output_nr)
 
 Tensor GradInputs::unpack(const SavedTensor& saved) const {
   const TensorImpl& impl = *tg::detail::impl_of(saved.tensor_);
-  check(impl.storage->version == saved.version_, "backward", "a ", impl.dtype, " tensor of shape ", impl.shape,
+  check(impl.storage->version == saved.version_, pass_op, "a ", impl.dtype, " tensor of shape ", impl.shape,
         " that ", node_->name, " saved for the gradient was modified by an in-place operation: it is at version ",
         impl.storage->version, ", expected version ", saved.version_,
         ". Don't write to a tensor (fill_, copy_, optimizer.step(), ...) between the forward pass that uses it "
@@ -144,7 +153,7 @@ void AccumulateGrad::apply(const Tensor& grad_output, GradInputs&) {
   Tensor updated;
   if (!previous.defined()) {
     // The leaf owns its gradient: the incoming tensor may be shared with other branches.
-    check(grad_output.shape() == impl->shape && grad_output.dtype() == impl->dtype, "backward",
+    check(grad_output.shape() == impl->shape && grad_output.dtype() == impl->dtype, pass_op,
           "gradient of shape ", grad_output.shape(), " (", grad_output.dtype(), ") for a leaf of shape ",
           impl->shape, " (", impl->dtype, ")");
     // The leaf's grad must never alias another tensor. The engine hands over the only handle to a
@@ -212,7 +221,7 @@ void make_output_edge(Tensor& output, std::shared_ptr<Node> node, uint32_t outpu
 }
 
 void accumulate(Tensor& accumulator, const Tensor& grad, const char* what) {
-  check(accumulator.shape() == grad.shape() && accumulator.dtype() == grad.dtype(), "backward",
+  check(accumulator.shape() == grad.shape() && accumulator.dtype() == grad.dtype(), pass_op,
         "cannot add a gradient of shape ", grad.shape(), " (", grad.dtype(), ") to a ", what, " of shape ",
         accumulator.shape(), " (", accumulator.dtype(), ")");
   if (is_grad_enabled() && (accumulator.requires_grad() || grad.requires_grad()))
@@ -253,12 +262,12 @@ void topological_order(const std::shared_ptr<Node>& root, Scratch& scratch, uint
   root->visited_in_pass = pass;
   for (size_t i = 0; i < reachable.size(); ++i) {
     Node* node = reachable[i];
-    check(!node->failed, "backward",
+    check(!node->failed, pass_op,
           "a previous backward through this part of the graph failed after it had released it; recompute "
           "the forward pass");
-    check(!node->released, "backward",
-          "trying to backward through the graph a second time (its saved tensors were freed after the "
-          "first backward); recompute the forward pass, or pass retain_graph = true to the first backward");
+    check(!node->released, pass_op, "trying to backward through ", node->name,
+          " a second time (its saved tensors were freed after the first backward); recompute the forward pass, "
+          "or pass retain_graph = true to the first backward");
     node->dependencies = 0;
     for (const Edge& next : node->next) {
       if (next && next.function->visited_in_pass != pass) {
@@ -306,7 +315,7 @@ void mark_needed(const std::vector<std::shared_ptr<Node>>& order, uint64_t pass)
 void check_finite(const Node& node, const std::vector<Tensor>& grads) {
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) continue;
-    const char* problem = detail::dispatch_floating("backward", grads[i].dtype(), [&]<typename T>() -> const char* {
+    const char* problem = detail::dispatch_floating(pass_op, grads[i].dtype(), [&]<typename T>() -> const char* {
       const T* values = grads[i].data<T>();
       for (int64_t j = 0; j < grads[i].numel(); ++j) {
         if (std::isnan(values[j])) return "a NaN";
@@ -314,7 +323,7 @@ void check_finite(const Node& node, const std::vector<Tensor>& grads) {
       }
       return nullptr;
     });
-    check(problem == nullptr, "backward", "anomaly: ", node.name, " produced ", problem ? problem : "",
+    check(problem == nullptr, pass_op, "anomaly: ", node.name, " produced ", problem ? problem : "",
           " gradient for its input ", i, " (shape ", grads[i].shape(), "); the operation was recorded ",
           node.anomaly_tag.empty() ? std::string("outside any tg::AnomalyTag") : "in '" + node.anomaly_tag + "'");
   }
@@ -338,7 +347,7 @@ Tensor run_output_hooks(const OutputHooks& output, Tensor grad, bool store_retai
     for (const auto& [id, hook] : hooks) {
       Tensor replaced = hook(grad);
       if (!replaced.defined()) continue;
-      check(replaced.shape() == grad.shape() && replaced.dtype() == grad.dtype(), "backward",
+      check(replaced.shape() == grad.shape() && replaced.dtype() == grad.dtype(), pass_op,
             "a hook on the gradient of shape ", grad.shape(), " (", grad.dtype(), ") returned one of shape ",
             replaced.shape(), " (", replaced.dtype(), ")");
       grad = std::move(replaced);
@@ -393,7 +402,7 @@ void run_node(const std::shared_ptr<Node>& node_ptr, Scratch& scratch, Pass& pas
   std::vector<Tensor>& grads = scratch.grads;
   grads.assign(node.next.size(), Tensor());
   if (any) {
-    check(!(pass.options.create_graph && node.once_differentiable), "backward", node.name,
+    check(!(pass.options.create_graph && node.once_differentiable), pass_op, node.name,
           " is once differentiable: its gradient cannot be differentiated again, so a backward with "
           "create_graph = true cannot run through it");
     GradInputs sink(node_ptr, grads, pass.options.create_graph);
@@ -425,7 +434,7 @@ void run_node(const std::shared_ptr<Node>& node_ptr, Scratch& scratch, Pass& pas
 
 std::vector<Tensor> run_backward(std::span<const Tensor> roots, std::span<const Tensor> grad_outputs,
                                  const PassOptions& options) {
-  check(!options.create_graph || is_grad_enabled(), "backward",
+  check(!options.create_graph || is_grad_enabled(), pass_op,
         "create_graph = true inside a tg::NoGradGuard: the backward pass would not be recorded; drop the guard "
         "(or create_graph)");
   // Gradients are computed, not recorded — unless the backward itself is to be differentiated.
@@ -436,7 +445,7 @@ std::vector<Tensor> run_backward(std::span<const Tensor> roots, std::span<const 
   const uint64_t pass_id = ++last_pass;  // marks the nodes this pass has seen, without a hash set
   Pass pass{options, pass_id, !options.targets.empty(), {}, {}};
   for (const Tensor& tensor : roots)
-    check(tensor.requires_grad(), "backward", "the tensor of shape ", tensor.shape(),
+    check(tensor.requires_grad(), pass_op, "the tensor of shape ", tensor.shape(),
           " does not require grad and has no grad_fn");
   // One root and no targets (loss.backward()): the pass starts at the root's own node. Otherwise a
   // GraphRoot seeds every root.
@@ -453,7 +462,7 @@ std::vector<Tensor> run_backward(std::span<const Tensor> roots, std::span<const 
   }
   for (const Tensor& target : options.targets) {
     Edge edge = gradient_edge(target);
-    check(static_cast<bool>(edge), "backward", "one of the inputs (shape ", target.shape(),
+    check(static_cast<bool>(edge), pass_op, "one of the inputs (shape ", target.shape(),
           ") does not require grad: there is no gradient of it to compute");
     edge.function->target_in_pass = pass_id;
     pass.target_edges.push_back(std::move(edge));

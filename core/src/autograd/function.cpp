@@ -14,6 +14,7 @@
 #include <set>
 
 #include "autograd/node.hpp"
+#include "autograd/pass_op.hpp"
 #include "tensor_impl.hpp"
 
 namespace tg {
@@ -58,6 +59,7 @@ struct CustomFunctionNode final : autograd::Node {
     apply_multi(grad_outputs, grads);
   }
   void apply_multi(std::vector<Tensor>& grad_outputs, autograd::GradInputs& grads) override;
+  Tensor mark_not_differentiable(const Tensor& grad) const;
   void release() override {
     const std::lock_guard lock(mutex);
     saved.clear();
@@ -83,6 +85,9 @@ struct CustomFunctionNode final : autograd::Node {
   std::vector<const TensorImpl*> non_differentiable;
   bool materialize_grads = true;
   bool saved_released = false;
+  // While backward runs in a recorded pass (create_graph): the first tensor it was given or read
+  // (a gradient, a saved tensor) that requires grad, if any.
+  Tensor differentiable_read;
   bool in_forward = true;
   autograd::GradInputs* running = nullptr;  // the pass's sink while backward runs
   std::mutex mutex;  // a user's backward may write saved_data: one backward at a time per node
@@ -107,7 +112,11 @@ void CustomFunctionNode::apply_multi(std::vector<Tensor>& grad_outputs, autograd
   // Undefined gradients (outputs that got none, non-differentiable outputs) as zeros, unless the
   // function asked for them undefined.
   autograd::variable_list backward_inputs(grad_outputs.size());
+  differentiable_read = Tensor();
   for (size_t k = 0; k < grad_outputs.size(); ++k) {
+    if (grads.create_graph() && !differentiable_read.defined() && grad_outputs[k].defined() &&
+        grad_outputs[k].requires_grad())
+      differentiable_read = grad_outputs[k];
     if (grad_outputs[k].defined() || !materialize_grads)
       backward_inputs[k] = std::move(grad_outputs[k]);
     else
@@ -145,8 +154,26 @@ void CustomFunctionNode::apply_multi(std::vector<Tensor>& grad_outputs, autograd
     check(grad.shape() == meta.shape && grad.dtype() == meta.dtype, name, "backward returned a gradient of shape ",
           grad.shape(), " (", grad.dtype(), ") for argument ", slot, " of forward, a ", input_description(*this, input),
           " tensor; the gradient must have its input's shape and dtype");
+    if (differentiable_read.defined() && !grad.requires_grad()) grad = mark_not_differentiable(grad);
     grads.set(input, std::move(grad));
   }
+  differentiable_read = Tensor();
+}
+
+// A recorded pass (create_graph) gave backward something that requires grad, and it returned a
+// gradient that does not: backward was computed outside autograd (under NoGradGuard, on detached
+// tensors or raw data), and that gradient's own derivative is unknown. As PyTorch does for a
+// once_differentiable function, the gradient gets a node that refuses to be differentiated, so a
+// double backward through it names this function instead of failing later with a generic message.
+Tensor CustomFunctionNode::mark_not_differentiable(const Tensor& grad) const {
+  Tensor marked = grad.detach();
+  autograd::record(marked, name, {differentiable_read}, [name = name](const Tensor&, autograd::GradInputs&) {
+    detail::fail(autograd::current_pass_op(), "the backward of ", name,
+                 " is not differentiable: it was computed without recording (under NoGradGuard, on detached "
+                 "tensors or raw data), so its gradient cannot be differentiated again; write that backward in "
+                 "tensor operations to take a double backward through it");
+  });
+  return marked;
 }
 
 // --- apply ----------------------------------------------------------------------------------------
@@ -285,15 +312,19 @@ void AutogradContext::save_for_backward(variable_list to_save) {
 }
 
 variable_list AutogradContext::get_saved_variables() const {
-  const tg::detail::CustomFunctionNode& node = *node_;
+  tg::detail::CustomFunctionNode& node = *node_;
   check(!node.saved_released, node.name,
         "the saved tensors were freed after the first backward; recompute the forward pass, or pass "
         "retain_graph = true to the first backward");
   check(node.running != nullptr, node.name, "get_saved_variables can only be called in backward");
   variable_list result;
   result.reserve(node.saved.size());
-  for (const std::optional<SavedTensor>& saved : node.saved)
+  for (const std::optional<SavedTensor>& saved : node.saved) {
     result.push_back(saved ? node.running->unpack(*saved) : Tensor());
+    if (node.running->create_graph() && !node.differentiable_read.defined() && result.back().defined() &&
+        result.back().requires_grad())
+      node.differentiable_read = result.back();
+  }
   return result;
 }
 
