@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core_test_util.hpp"
 
@@ -28,21 +29,38 @@ struct ChildResult {
 
 // Runs this test binary with `env` (VAR=value ... ; variables not named are unset) and Catch2's
 // `arguments`.
-ChildResult run_self(const std::string& env, const std::string& arguments) {
+// A child process running this test program with `env` set and the given Catch2 arguments, started
+// at once: several children run side by side, and finish_child collects each one's output and exit
+// status in turn.
+struct Child {
+  std::string command;
+  FILE* pipe = nullptr;
+};
+
+Child start_child(const std::string& env, const std::string& arguments) {
   std::array<char, 4096> self{};
   const ssize_t length = readlink("/proc/self/exe", self.data(), self.size() - 1);
   REQUIRE(length > 0);
-  const std::string command = "env -u TG_GEMM_KERNEL -u BLIS_ARCH_TYPE " + env + " '" + std::string(self.data()) +
-                              "' " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
+  Child child;
+  child.command = "env -u TG_GEMM_KERNEL -u BLIS_ARCH_TYPE " + env + " '" + std::string(self.data()) + "' " +
+                  arguments + " 2>&1";
+  child.pipe = popen(child.command.c_str(), "r");
+  REQUIRE(child.pipe != nullptr);
+  return child;
+}
+
+ChildResult finish_child(const Child& child) {
   ChildResult result;
   std::array<char, 4096> buffer{};
-  while (size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) result.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
+  while (size_t n = std::fread(buffer.data(), 1, buffer.size(), child.pipe)) result.output.append(buffer.data(), n);
+  const int status = pclose(child.pipe);
   result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  INFO(command << "\n" << result.output);
+  INFO(child.command << "\n" << result.output);
   return result;
+}
+
+ChildResult run_self(const std::string& env, const std::string& arguments) {
+  return finish_child(start_child(env, arguments));
 }
 
 // The value after "key=" on the probe's line, up to the end of the line.
@@ -190,12 +208,21 @@ TEST_CASE("gemm kernel: TG_GEMM_KERNEL forces a kernel; a bad value or one this 
 }
 
 TEST_CASE("gemm kernel: the matmul tests pass on every kernel this CPU has", "[core][gemm_kernel]") {
+  // One child per kernel, all started before any is waited for: they run side by side (one after
+  // another they made this the suite's longest test, 76 s on 2 cores).
+  std::vector<std::string> kernels;
+  std::vector<Child> probes, suites;
   for (const std::string& kernel : tg::cpu_info().gemm_kernels) {
     if (kernel == "auto") continue;  // this process
-    INFO("TG_GEMM_KERNEL=" << kernel);
-    const ChildResult probe = run_self("TG_GEMM_KERNEL=" + kernel, "'[.gemm_probe]'");
-    CHECK(probe_value(probe.output, "kernel") == kernel);
-    const ChildResult tests = run_self("TG_GEMM_KERNEL=" + kernel, "'[matmul]'");
+    kernels.push_back(kernel);
+    probes.push_back(start_child("TG_GEMM_KERNEL=" + kernel, "'[.gemm_probe]'"));
+    suites.push_back(start_child("TG_GEMM_KERNEL=" + kernel, "'[matmul]'"));
+  }
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    INFO("TG_GEMM_KERNEL=" << kernels[k]);
+    const ChildResult probe = finish_child(probes[k]);
+    CHECK(probe_value(probe.output, "kernel") == kernels[k]);
+    const ChildResult tests = finish_child(suites[k]);
     CHECK(tests.status == 0);
   }
 }
