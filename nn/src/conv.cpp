@@ -40,6 +40,7 @@ namespace tg::nn {
 namespace {
 
 using tg::detail::Conv2dShape;
+using tg::detail::drop_unused_strides;
 
 // One convolution's sizes as the kernels take them, and the shapes of its three tensors as the
 // user sees them (3-D for conv1d or an unbatched input).
@@ -252,6 +253,7 @@ Geometry conv_geometry(const char* op, const Tensor& input, const Tensor& weight
   s.dilation_w = dilation[D - 1];
   s.H_out = at(out, h, 1);
   s.W_out = out[D - 1];
+  drop_unused_strides(s);
   geo->input = input.shape();
   geo->weight = weight.shape();
   geo->op = op;
@@ -352,6 +354,7 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const ConvTra
   s.dilation_w = options.dilation[1];
   s.H_out = input.size(first + 1);
   s.W_out = input.size(first + 2);
+  drop_unused_strides(s);
   check(s.kH > 0 && s.kW > 0, op, "kernel size should be greater than zero, got weight of shape ", weight.shape());
   s.H = transposed_size(s.H_out, s.stride_h, s.pad_h, s.dilation_h, s.kH, options.output_padding[0], input, weight);
   s.W = transposed_size(s.W_out, s.stride_w, s.pad_w, s.dilation_w, s.kW, options.output_padding[1], input, weight);

@@ -18,4 +18,12 @@ struct Conv2dShape {
   int64_t H_out, W_out;
 };
 
+// A stride only spaces the output rows (columns): with a single one it multiplies nothing, so 1
+// computes the same convolution and keeps the kernels' offsets (oh·stride·row_stride, padded plane
+// sizes) within int64 for any stride the caller passes.
+inline void drop_unused_strides(Conv2dShape& s) {
+  if (s.H_out == 1) s.stride_h = 1;
+  if (s.W_out == 1) s.stride_w = 1;
+}
+
 }  // namespace tg::detail
