@@ -1,7 +1,8 @@
 // The large-product GEMM (core/src/ops/gemm_blocked.cpp: our blocked loops and packing around
-// BLIS's micro-kernel) against a triple loop in higher precision, through tg::detail::gemm at sizes
-// that take it, and directly with strided operands. Tagged [matmul], so gemm_kernel_test runs it
-// again under every kernel this CPU has (TG_GEMM_KERNEL=blis-generic, blis-haswell, blis-skx, ...).
+// tapegrad's micro-kernel or BLIS's) against a triple loop in higher precision, through
+// tg::detail::gemm at sizes that take it, and directly with strided operands. Tagged [matmul], so
+// gemm_kernel_test runs it again under every kernel this CPU has (TG_GEMM_KERNEL=tapegrad,
+// blis-haswell, blis-skx, ...).
 #include <tbb/task_arena.h>
 
 #include <cmath>
@@ -18,11 +19,13 @@
 #include "support/vector_isa_levels.hpp"
 
 #ifdef TG_TEST_HAVE_BLIS
-// The context of the chosen kernel (GemmKernel::packed exists only with BLIS).
+// GemmKernel::blis exists only with BLIS: the same definition as the library's.
 #define TG_HAVE_BLIS
+#endif
 #include "cpu/gemm_kernel.hpp"
 #include "ops/gemm_blocked.hpp"
-#endif
+#include "ops/gemm_micro_kernels.hpp"
+#include "ops/small_gemm_kernels.hpp"
 
 using tg::testing::random_values;
 using tg::testing::uniform_values;
@@ -166,14 +169,134 @@ TEST_CASE("gemm: large products are bitwise the same at 1, 2 and 3 threads", "[c
   CHECK(std::memcmp(results[0].data(), results[2].data(), results[0].size() * sizeof(float)) == 0);
 }
 
+// tapegrad's micro-kernel in the blocked loops (a GemmKernel without a BLIS context), whatever
+// kernel the process chose.
+const tg::detail::GemmKernel& tapegrad_kernel() {
+  static const tg::detail::GemmKernel kernel{.name = "tapegrad", .reason = "the test's", .packed = true};
+  return kernel;
+}
+
+TEMPLATE_TEST_CASE("gemm: tapegrad's blocked kernel on strided operands and an inner block of C is one chain over k",
+                   "[core][matmul][gemm][vector_isa]", float, double) {
+  // K of one block, of several with a short last one (kc = 192 or 384 at AVX-512, 256 or 512 at
+  // AVX2), and sizes off the micro-tile (8 × 32 or 6 × 16 floats; 8 × 16 or 6 × 8 doubles). M of
+  // at most 4 panels with op(B) = B reads B in place, its last, narrow panel packed (1 × 1,
+  // 13 × 33, 20 × 70).
+  const auto [M, N, K] = GENERATE(std::array<int64_t, 3>{45, 29, 401}, std::array<int64_t, 3>{1, 1, 1},
+                                  std::array<int64_t, 3>{97, 61, 3}, std::array<int64_t, 3>{70, 50, 900},
+                                  std::array<int64_t, 3>{13, 33, 1100}, std::array<int64_t, 3>{20, 70, 300});
+  const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true), accumulate = GENERATE(false, true);
+  CAPTURE(M, N, K, trans_a, trans_b, accumulate);
+  // Each stored matrix has 5 more columns than it uses, and C is a block inside a wider matrix.
+  const int64_t lda = (trans_a ? M : K) + 5, ldb = (trans_b ? K : N) + 5, ldc = N + 7;
+  std::mt19937 rng(11);
+  const std::vector<TestType> A = random_values<TestType>((trans_a ? K : M) * lda, rng);
+  const std::vector<TestType> B = random_values<TestType>((trans_b ? N : K) * ldb, rng);
+  const std::vector<TestType> C0 = random_values<TestType>(M * ldc, rng);
+  const ExactProduct exact = triple_loop(trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb);
+  // Per level: the blocked loops' C, and the small-product kernel's, which sums each element in
+  // the same one chain over k (from C when accumulating): the blocked loops split K into blocks and
+  // C into tiles, and must still give its bits.
+  for (const auto& [level, results] : tg::testing::at_every_supported_level([&] {
+         std::pair<std::vector<TestType>, std::vector<TestType>> out{C0, C0};
+         tg::detail::blocked_gemm(tapegrad_kernel(), trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb,
+                                  out.first.data(), ldc, accumulate);
+         tg::detail::small_gemm_kernels_for_cpu().of<TestType>().gemm(trans_a, trans_b, M, N, K, A.data(), lda,
+                                                                    B.data(), ldb, out.second.data(), ldc, accumulate);
+         return out;
+       })) {
+    CAPTURE(level);
+    const std::vector<TestType>& C = results.first;
+    check_product(exact, M, N, K, C0.data(), C.data(), ldc, accumulate);
+    CHECK(std::memcmp(C.data(), results.second.data(), C.size() * sizeof(TestType)) == 0);
+    // The padding columns of C are untouched.
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = N; j < ldc; ++j)
+        REQUIRE(std::memcmp(&C[i * ldc + j], &C0[i * ldc + j], sizeof(TestType)) == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("gemm: the micro-kernel's batch-reduce form is the chain over its pairs, in order",
+                   "[core][matmul][gemm][vector_isa]", float, double) {
+  for (const auto& [level, same] : tg::testing::at_every_supported_level([&] {
+         const auto& kernel = tg::detail::gemm_micro_kernels_for_cpu().of<TestType>();
+         const int64_t mr = kernel.mr, nr = kernel.nr, depth = 7, count = 3;
+         std::mt19937 rng(17);
+         // Three pairs of panels, and the same pairs laid end to end as one panel pair of depth 21:
+         // C += A₀B₀ + A₁B₁ + A₂B₂ must be the single product over the concatenated depth, bit for bit.
+         const std::vector<TestType> a = random_values<TestType>(count * depth * mr, rng);
+         const std::vector<TestType> b = random_values<TestType>(count * depth * nr, rng);
+         const std::vector<TestType> c0 = random_values<TestType>(mr * (nr + 3), rng);
+         const TestType* a_panels[count] = {a.data(), a.data() + depth * mr, a.data() + 2 * depth * mr};
+         const TestType* b_panels[count] = {b.data(), b.data() + depth * nr, b.data() + 2 * depth * nr};
+         std::vector<TestType> reduced = c0, whole = c0;
+         kernel.tile(count, a_panels, b_panels, nr, depth, reduced.data(), nr + 3, true);
+         const TestType* a_whole = a.data();
+         const TestType* b_whole = b.data();
+         kernel.tile(1, &a_whole, &b_whole, nr, count * depth, whole.data(), nr + 3, true);
+         // And against the chain written out: c = c0 + Σ a·b, step by step, with the level's rounding.
+         bool matches = std::memcmp(reduced.data(), whole.data(), reduced.size() * sizeof(TestType)) == 0;
+         for (int64_t r = 0; r < mr; ++r)
+           for (int64_t j = 0; j < nr + 3; ++j) {
+             if (j >= nr) {
+               matches = matches && std::memcmp(&reduced[r * (nr + 3) + j], &c0[r * (nr + 3) + j], sizeof(TestType)) == 0;
+               continue;
+             }
+             long double exact = c0[r * (nr + 3) + j], magnitude = std::fabs(exact);
+             for (int64_t p = 0; p < count * depth; ++p) {
+               const long double product = static_cast<long double>(a[p * mr + r]) * b[p * nr + j];
+               exact += product;
+               magnitude += std::fabs(product);
+             }
+             const long double u = std::numeric_limits<TestType>::epsilon() / 2;
+             matches = matches && std::fabs(reduced[r * (nr + 3) + j] - exact) <= (count * depth + 2) * u * magnitude;
+           }
+         return matches;
+       })) {
+    CAPTURE(level);
+    CHECK(same);
+  }
+}
+
+TEMPLATE_TEST_CASE("gemm: the parallel blocked kernel is bitwise the serial one at 1, 2 and 3 threads",
+                   "[core][matmul][gemm]", float, double) {
+  const tg::detail::GemmKernel& chosen = tg::detail::gemm_kernel();
+  const tg::detail::GemmKernel& kernel = chosen.packed ? chosen : tapegrad_kernel();
+  CAPTURE(kernel.name);
+  // Split by the rows of A' and, where A' is too short for the threads (37 rows: 2 panels of skx's 32
+  // for N = 37, 7 of the AVX2 kernels' 6 for M = 37), by the columns of B'; K of one block, and of
+  // several with a short last one.
+  const auto [M, N, K] = GENERATE(std::array<int64_t, 3>{521, 263, 97}, std::array<int64_t, 3>{37, 2503, 401},
+                                  std::array<int64_t, 3>{2503, 37, 401}, std::array<int64_t, 3>{300, 200, 900});
+  const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true), accumulate = GENERATE(false, true);
+  CAPTURE(M, N, K, trans_a, trans_b, accumulate);
+  const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+  std::mt19937 rng(13);
+  const std::vector<TestType> A = random_values<TestType>(M * K, rng), B = random_values<TestType>(K * N, rng);
+  const std::vector<TestType> C0 = random_values<TestType>(M * N, rng);
+  std::vector<TestType> serial = C0;
+  tg::detail::blocked_gemm(kernel, trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, serial.data(), N,
+                           accumulate);
+  for (const int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    std::vector<TestType> C = C0;
+    tbb::task_arena(threads).execute([&] {
+      tg::detail::parallel_blocked_gemm(kernel, trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, C.data(), N,
+                                        accumulate);
+    });
+    REQUIRE(std::memcmp(C.data(), serial.data(), C.size() * sizeof(TestType)) == 0);
+  }
+}
+
 #ifdef TG_TEST_HAVE_BLIS
-TEMPLATE_TEST_CASE("gemm: the blocked kernel on strided operands and an inner block of C, bitwise BLIS's gemm", "[core][matmul][gemm]",
-                   float, double) {
-  cntx_t* context = tg::detail::gemm_kernel().packed;
+TEMPLATE_TEST_CASE("gemm: the blocked loops on BLIS's micro-kernel, bitwise BLIS's gemm", "[core][matmul][gemm]", float,
+                   double) {
+  cntx_t* context = tg::detail::gemm_kernel().blis;
   if (context == nullptr) {
-    WARN("the chosen kernel (" << tg::detail::gemm_kernel().name << ") is not BLIS's: nothing to test");
+    WARN("skipped: the chosen kernel (" << tg::detail::gemm_kernel().name << ") is not BLIS's");
     return;
   }
+  const tg::detail::GemmKernel& kernel = tg::detail::gemm_kernel();
   // K = 401 and 900: one K block, or two (BLIS merges a short last block into the one before).
   const auto [M, N, K] = GENERATE(std::array<int64_t, 3>{45, 29, 401}, std::array<int64_t, 3>{1, 1, 1},
                                   std::array<int64_t, 3>{97, 61, 3}, std::array<int64_t, 3>{70, 50, 900});
@@ -187,7 +310,7 @@ TEMPLATE_TEST_CASE("gemm: the blocked kernel on strided operands and an inner bl
   const std::vector<TestType> B = random_values<TestType>((trans_b ? N : K) * ldb, rng);
   const std::vector<TestType> C0 = random_values<TestType>(M * ldc, rng);
   std::vector<TestType> C = C0;
-  tg::detail::blocked_gemm(context, trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, C.data(), ldc, accumulate);
+  tg::detail::blocked_gemm(kernel, trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, C.data(), ldc, accumulate);
   check_product(triple_loop(trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb), M, N, K, C0.data(), C.data(),
                 ldc, accumulate);
   // Bitwise what BLIS's own bli_?gemm_ex gives with the same context: the same micro-kernel, K split
@@ -209,37 +332,5 @@ TEMPLATE_TEST_CASE("gemm: the blocked kernel on strided operands and an inner bl
   // The padding columns of C are untouched.
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = N; j < ldc; ++j) REQUIRE(std::memcmp(&C[i * ldc + j], &C0[i * ldc + j], sizeof(TestType)) == 0);
-}
-
-TEMPLATE_TEST_CASE("gemm: the parallel blocked kernel is bitwise the serial one at 1, 2 and 3 threads",
-                   "[core][matmul][gemm]", float, double) {
-  cntx_t* context = tg::detail::gemm_kernel().packed;
-  if (context == nullptr) {
-    WARN("the chosen kernel (" << tg::detail::gemm_kernel().name << ") is not BLIS's: nothing to test");
-    return;
-  }
-  // Split by the rows of A' and, where A' is too short for the threads (37 rows: 2 panels of skx's 32
-  // for N = 37, 7 of the AVX2 kernels' 6 for M = 37), by the columns of B'; K of one block, and of
-  // three with a short last one (900 = 384 + 384 + 132 on skx, 256 · 3 + 132 on AVX2).
-  const auto [M, N, K] = GENERATE(std::array<int64_t, 3>{521, 263, 97}, std::array<int64_t, 3>{37, 2503, 401},
-                                  std::array<int64_t, 3>{2503, 37, 401}, std::array<int64_t, 3>{300, 200, 900});
-  const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true), accumulate = GENERATE(false, true);
-  CAPTURE(M, N, K, trans_a, trans_b, accumulate);
-  const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
-  std::mt19937 rng(13);
-  const std::vector<TestType> A = random_values<TestType>(M * K, rng), B = random_values<TestType>(K * N, rng);
-  const std::vector<TestType> C0 = random_values<TestType>(M * N, rng);
-  std::vector<TestType> serial = C0;
-  tg::detail::blocked_gemm(context, trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, serial.data(), N,
-                           accumulate);
-  for (const int threads : {1, 2, 3}) {
-    CAPTURE(threads);
-    std::vector<TestType> C = C0;
-    tbb::task_arena(threads).execute([&] {
-      tg::detail::parallel_blocked_gemm(context, trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, C.data(), N,
-                                        accumulate);
-    });
-    REQUIRE(std::memcmp(C.data(), serial.data(), C.size() * sizeof(TestType)) == 0);
-  }
 }
 #endif

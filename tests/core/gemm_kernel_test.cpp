@@ -1,5 +1,5 @@
-// The GEMM kernel choice (core/src/cpu/gemm_kernel.cpp): BLIS's detection forced to 'generic',
-// forced and refused kernels, and the matmul tests on every kernel this CPU has. The kernel is
+// The GEMM kernel choice (core/src/cpu/gemm_kernel.cpp): tapegrad's micro-kernel at v3 and avx512
+// (the same bits at both), BLIS's detection forced to 'generic', forced and refused kernels, and the matmul tests on every kernel this CPU has. The kernel is
 // chosen once per process, so each choice runs in a child process: this test binary again
 // (/proc/self/exe), with the environment variable under test.
 #include <sys/wait.h>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core_test_util.hpp"
+#include "cpu/vector_isa.hpp"
 
 #ifdef TG_TEST_HAVE_BLIS
 #include <blis.h>
@@ -120,14 +121,34 @@ TEST_CASE("gemm kernel: cpu_info names the chosen kernel, why, and the valid cho
   CHECK_THAT(line, Contains(info.vendor) && Contains("family " + std::to_string(info.family)) &&
                        Contains(info.gemm_kernel) && Contains(info.gemm_reason));
   const bool avx2_fma = has(info.features, "avx2") && has(info.features, "fma");
+  // At v3 and avx512, tapegrad's micro-kernel. At v2 (a CPU without AVX2+FMA, or TG_CPU_ISA=v2),
+  // a CPU with AVX2+FMA still gets a vector kernel of BLIS's, whatever BLIS's own detection says.
+  const bool v2 = tg::detail::vector_isa() == tg::detail::VectorIsa::v2;
+  CHECK(has(info.gemm_kernels, "tapegrad"));
+  if (!v2) CHECK(info.gemm_kernel == "tapegrad");
 #ifdef TG_TEST_HAVE_BLIS
-  // A CPU with AVX2+FMA always gets a vector kernel of BLIS's, whatever BLIS's own detection says.
-  if (avx2_fma) CHECK(info.gemm_kernel != "blis-generic");
-  if (avx2_fma) CHECK(info.gemm_kernel.rfind("blis-", 0) == 0);
+  if (v2 && avx2_fma) CHECK(info.gemm_kernel != "blis-generic");
+  if (v2 && avx2_fma) CHECK(info.gemm_kernel.rfind("blis-", 0) == 0);
 #else
-  CHECK(info.gemm_kernel == "eigen");
+  if (v2) CHECK(info.gemm_kernel == "eigen");
   (void)avx2_fma;
 #endif
+}
+
+TEST_CASE("gemm kernel: products have the same bits at v3 and avx512 (one chain of FMAs per element)",
+          "[core][gemm_kernel]") {
+  std::vector<std::string> hashes;
+  for (const auto level : {tg::detail::VectorIsa::v3, tg::detail::VectorIsa::avx512}) {
+    if (!tg::detail::cpu_supports(level)) {
+      WARN("skipped: this CPU has no " << tg::detail::name(level));
+      continue;
+    }
+    const ChildResult child = run_self(std::string("TG_CPU_ISA=") + tg::detail::name(level), "'[.gemm_probe]'");
+    INFO(child.output);
+    REQUIRE(probe_value(child.output, "kernel") == "tapegrad");
+    hashes.push_back(probe_value(child.output, "hash"));
+  }
+  if (hashes.size() == 2) CHECK(hashes[0] == hashes[1]);
 }
 
 #ifdef TG_TEST_HAVE_BLIS
@@ -166,7 +187,7 @@ TEST_CASE("gemm kernel: with BLIS's detection forced to 'generic', an AVX2 CPU s
   CHECK(probe_value(forced.output, "hash") == default_hash);
 }
 
-TEST_CASE("gemm kernel: where BLIS detects an AVX2 configuration on a CPU with AVX-512, auto takes skx; "
+TEST_CASE("gemm kernel: at v2, where BLIS detects an AVX2 configuration on a CPU with AVX-512, auto takes skx; "
           "on an AVX2 CPU it keeps BLIS's",
           "[core][gemm_kernel]") {
   const tg::CpuInfo info = tg::cpu_info();
@@ -174,15 +195,17 @@ TEST_CASE("gemm kernel: where BLIS detects an AVX2 configuration on a CPU with A
   const bool avx512 = has(info.features, "avx512f") && has(info.features, "avx512dq") &&
                       has(info.features, "avx512bw") && has(info.features, "avx512vl");
   for (const arch_t id : {BLIS_ARCH_HASWELL, BLIS_ARCH_ZEN3}) {
-    const ChildResult child = run_self("BLIS_ARCH_TYPE=" + std::to_string(static_cast<int>(id)), "'[.gemm_probe]'");
+    const ChildResult child =
+        run_self("TG_CPU_ISA=v2 BLIS_ARCH_TYPE=" + std::to_string(static_cast<int>(id)), "'[.gemm_probe]'");
     INFO(child.output);
     CHECK(probe_value(child.output, "kernel") == (avx512 ? std::string("blis-skx") : "blis-" + std::string(bli_arch_string(id))));
   }
 }
 
-TEST_CASE("gemm kernel: a BLIS_ARCH_TYPE that BLIS would abort on is a tg::Error", "[core][gemm_kernel]") {
+TEST_CASE("gemm kernel: a BLIS_ARCH_TYPE that BLIS would abort on is a tg::Error where BLIS is chosen (at v2)",
+          "[core][gemm_kernel]") {
   for (const std::string value : {"99", "-1"}) {
-    const ChildResult child = run_self("BLIS_ARCH_TYPE=" + value, "'[.gemm_probe]'");
+    const ChildResult child = run_self("TG_CPU_ISA=v2 BLIS_ARCH_TYPE=" + value, "'[.gemm_probe]'");
     CHECK(child.status == 0);  // no abort
     CHECK_THAT(probe_value(child.output, "error"), Contains("BLIS_ARCH_TYPE='" + value + "'") && Contains("generic"));
   }

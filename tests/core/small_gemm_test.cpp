@@ -1,7 +1,8 @@
 // The small-product GEMM kernel (core/src/ops/small_gemm_kernels.cpp), called directly at every
-// vector level: its contract is the plain triple loop's bits (each C[i, j] summed over k in order;
-// each step one fused multiply-add at the levels with FMA, v3 and avx512, a rounded product and a
-// rounded sum at v2), so the reference here is that loop, written each way.
+// vector level: its contract is the plain triple loop's bits (each C[i, j] one chain over k in
+// order, from C when accumulating, else from zero; each step one fused multiply-add at the levels
+// with FMA, v3 and avx512, a rounded product and a rounded sum at v2), so the reference here is
+// that loop, written each way.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -16,15 +17,15 @@ using tg::testing::random_values;
 
 namespace {
 
-// C[M, N] (+)= op(A)·op(B), the definition: Σ_k in order from 0, each step sum + a·b rounded once
-// when `fused`, else the product rounded to T first.
+// C[M, N] (+)= op(A)·op(B), the definition: Σ_k in order from C (accumulate) or 0, each step
+// sum + a·b rounded once when `fused`, else the product rounded to T first.
 template <typename T>
 void triple_loop(bool fused, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, const T* B,
                  T* C, bool accumulate) {
   const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
-      T sum = 0;
+      T sum = accumulate ? C[i * N + j] : T(0);
       for (int64_t k = 0; k < K; ++k) {
         const T a = trans_a ? A[k * lda + i] : A[i * lda + k];
         const T b = trans_b ? B[j * ldb + k] : B[k * ldb + j];
@@ -35,7 +36,7 @@ void triple_loop(bool fused, bool trans_a, bool trans_b, int64_t M, int64_t N, i
           sum += product;
         }
       }
-      C[i * N + j] = accumulate ? C[i * N + j] + sum : sum;
+      C[i * N + j] = sum;
     }
 }
 

@@ -1,6 +1,7 @@
-// The GEMM kernel choice: BLIS's detection when it knows the CPU and uses its widest instruction
-// set, else the best BLIS configuration the CPU's features can run, handed to BLIS as an explicit
-// context (bli_?gemm_ex's cntx).
+// The GEMM kernel choice. On a CPU with AVX2+FMA: tapegrad's own micro-kernel of the vector level
+// in force (ops/gemm_micro_kernels.cpp), in the blocked loops, for large products. Elsewhere:
+// BLIS's detection when it knows the CPU and uses its widest instruction set, else the best BLIS
+// configuration the CPU's features can run, handed to BLIS as an explicit context; or Eigen.
 #include "cpu/gemm_kernel.hpp"
 
 #include <bit>
@@ -8,11 +9,32 @@
 #include <cstdlib>
 
 #include "cpu/features.hpp"
+#include "cpu/vector_isa.hpp"
 #include "tapegrad/error.hpp"
 
 namespace tg::detail {
 
 namespace {
+
+// tapegrad's micro-kernel in the blocked loops from these sizes (multiply-adds; op(B) = B, op(B) =
+// Bᵀ), its small-product kernel below: the break-even of the two on one core (bench/README.md,
+// "tapegrad's micro-kernel"). The small-product kernel reads a row-major B in place, as fast as
+// the blocked loops up to about 256³ (an LSTM's 32 × 1024 × 256: 10% faster; the blocked loops win
+// by their L2 blocking beyond); a Bᵀ it first transposes element by element, which the blocked
+// loops' packing does by vector tiles, faster from 32³ on.
+constexpr int64_t kOursFrom = int64_t{1} << 24;
+constexpr int64_t kOursFromTransB = int64_t{1} << 15;
+
+GemmKernel tapegrad_kernel(std::string reason) {
+  return {.name = "tapegrad",
+          .reason = concat(reason, "tapegrad's micro-kernel (", name(vector_isa()), ") from 2^",
+                           std::countr_zero(static_cast<uint64_t>(kOursFrom)),
+                           " multiply-adds, its small-product kernel below"),
+          .packed = true,
+          .packed_from = kOursFrom,
+          .packed_from_trans_b = kOursFromTransB,
+          .small_on_vector_kernel = true};
+}
 
 // Below this many multiply-adds (e.g. 16³) a product costs less than BLIS's fixed set-up per call
 // (an order of magnitude more than Eigen's on a product of a few elements), so it never goes to
@@ -120,7 +142,8 @@ void check_blis_arch_type() {
 //   AVX2 configurations: from 32³ when op(B) = B, from 160³ when op(B) = Bᵀ, against a wide Eigen
 //   (TG_NATIVE); from 2^12 in the portable build.
 void set_auto_thresholds(GemmKernel& kernel, const BlisConfig& config) {
-  kernel.packed = bli_gks_lookup_nat_cntx(config.id);
+  kernel.packed = true;
+  kernel.blis = bli_gks_lookup_nat_cntx(config.id);
   kernel.small_on_vector_kernel = true;
   if (config.isa == Isa::Avx512) {
     kernel.packed_from = int64_t{1} << 20;
@@ -195,6 +218,18 @@ GemmKernel choose_kernel() {
   const char* forced = std::getenv("TG_GEMM_KERNEL");
   const std::string value = forced ? forced : "auto";
   if (value == "eigen") return {.name = "eigen", .reason = concat("TG_GEMM_KERNEL=eigen: ", eigen_name())};
+  if (value == "tapegrad") {
+    // Forced means every product but the tiny ones, so that tests exercise the blocked loops.
+    GemmKernel kernel = tapegrad_kernel("TG_GEMM_KERNEL=tapegrad: ");
+    kernel.packed_from = kernel.packed_from_trans_b = kTinyProduct;
+    kernel.reason = concat("TG_GEMM_KERNEL=tapegrad: tapegrad's micro-kernel (", name(vector_isa()),
+                           ") from 2^12 multiply-adds, its small-product kernel below");
+    return kernel;
+  }
+  // The vector level decides: at v3 and avx512 (the level in force: TG_CPU_ISA may lower it),
+  // tapegrad's own kernel; at v2, BLIS's choice for the CPU, or Eigen.
+  if (value == "auto" && vector_isa() != VectorIsa::v2)
+    return tapegrad_kernel(concat("vector level ", name(vector_isa()), ": "));
 #ifdef TG_HAVE_BLIS
   if (value == "auto") return choose_auto();
   const CpuFeatures& f = cpu_features();
@@ -206,7 +241,8 @@ GemmKernel choose_kernel() {
     // Forced means every product BLIS can take, so that tests exercise this kernel: all but the
     // tiny ones, whose cost is the call itself.
     GemmKernel kernel{.name = value, .reason = concat("TG_GEMM_KERNEL=", value, " (", isa_name(config.isa), ")")};
-    kernel.packed = bli_gks_lookup_nat_cntx(config.id);
+    kernel.packed = true;
+    kernel.blis = bli_gks_lookup_nat_cntx(config.id);
     kernel.packed_from = kernel.packed_from_trans_b = kTinyProduct;
     kernel.small_on_vector_kernel = true;
     kernel.reason += concat(" from 2^12 multiply-adds", small_products(kernel));
@@ -224,7 +260,7 @@ GemmKernel choose_kernel() {
 }  // namespace
 
 std::vector<std::string> gemm_kernel_names() {
-  std::vector<std::string> names{"auto"};
+  std::vector<std::string> names{"auto", "tapegrad"};
 #ifdef TG_HAVE_BLIS
   const CpuFeatures& f = cpu_features();
   for (const BlisConfig& config : kBlisConfigs)

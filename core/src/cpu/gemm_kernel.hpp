@@ -2,7 +2,7 @@
 // never from its name: BLIS's own table of CPU families lags behind new CPUs (BLIS 0.9 detects
 // 'generic' on AMD family 26 and would run its reference kernels at a sixth of the core's speed).
 //
-// TG_GEMM_KERNEL=auto (the default), blis-<configuration> or eigen forces a choice; see
+// TG_GEMM_KERNEL=auto (the default), tapegrad, blis-<configuration> or eigen forces a choice; see
 // gemm_kernel_names() for the values this build and CPU accept.
 #pragma once
 
@@ -17,18 +17,21 @@
 namespace tg::detail {
 
 struct GemmKernel {
-  std::string name;    // as TG_GEMM_KERNEL spells it: "blis-skx", "blis-haswell", ..., "eigen"
+  std::string name;    // as TG_GEMM_KERNEL spells it: "tapegrad", "blis-skx", "blis-haswell", ..., "eigen"
   std::string reason;  // why this one, e.g. "BLIS detected 'generic' for AuthenticAMD family 26; ..."
+  // A product of M·N·K multiply-adds runs in the blocked loops (ops/gemm_blocked.cpp), when
+  // `packed`, from packed_from multiply-adds (packed_from_trans_b when op(B) = Bᵀ, whose packing
+  // costs more), else on the small-product kernel below.
+  bool packed = false;
 #ifdef TG_HAVE_BLIS
-  // A product of M·N·K multiply-adds runs on `packed` (BLIS's packed kernels) from packed_from
-  // (packed_from_trans_b when op(B) = Bᵀ, whose packing costs more), else on the small-product
-  // kernel below. A null context is never used.
-  cntx_t* packed = nullptr;
+  // The blocked loops' micro-kernel: BLIS's of this context, or tapegrad's own (per vector level,
+  // ops/gemm_micro_kernels.cpp) when null.
+  cntx_t* blis = nullptr;
 #endif
   int64_t packed_from = 0;
   int64_t packed_from_trans_b = 0;
-  // The products BLIS does not take run on tapegrad's own kernel, compiled per vector level
-  // (ops/small_gemm_kernels.cpp), when set, else on Eigen (compiled with the library's flags).
+  // The products the blocked loops do not take run on tapegrad's own kernel, compiled per vector
+  // level (ops/small_gemm_kernels.cpp), when set, else on Eigen (compiled with the library's flags).
   bool small_on_vector_kernel = false;
 };
 

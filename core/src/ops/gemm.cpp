@@ -36,17 +36,14 @@ constexpr int64_t kMinTileSize = 256;
 template <typename T>
 void serial_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
                  int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
-#ifdef TG_HAVE_BLIS
   const int64_t work = M * N * K;
   if (kernel.packed && work >= (trans_b ? kernel.packed_from_trans_b : kernel.packed_from)) {
-    // The context is the configuration chosen from the CPU's features (cpu/gemm_kernel.cpp), not
-    // the one BLIS's own detection would give; BLIS's micro-kernel does the arithmetic, inside our
-    // blocked loops and packing (ops/gemm_blocked.cpp). One serial call per tile computes the same
-    // sums for the same sizes, whatever the thread count.
-    blocked_gemm(kernel.packed, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    // The micro-kernel does the arithmetic, inside our blocked loops and packing
+    // (ops/gemm_blocked.cpp). One serial call per tile computes the same sums for the same sizes,
+    // whatever the thread count.
+    blocked_gemm(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
     return;
   }
-#endif
   if (kernel.small_on_vector_kernel) {
     small_gemm_kernels_for_cpu().of<T>().gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
     return;
@@ -98,18 +95,16 @@ void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
   const int64_t tiles = batch >= kTiledBelowBatch || work < kParallelFlops
                             ? 1
                             : std::clamp<int64_t>(work / kFlopsPerTile, 1, kMaxTiles);
-#ifdef TG_HAVE_BLIS
-  // A few large products on BLIS's kernel, each large enough to split: one after the other, each
-  // split by the blocked loops themselves (ops/gemm_blocked.cpp), which pack the operand the
-  // threads share once and keep the micro-tile grid and K blocks of a serial run, so the bits are
-  // the serial kernel's at any thread count.
+  // A few large products on the blocked loops, each large enough to split: one after the other,
+  // each split by the loops themselves (ops/gemm_blocked.cpp), which pack the operand the threads
+  // share once and keep the micro-tile grid and K blocks of a serial run, so the bits are the
+  // serial kernel's at any thread count.
   if (tiles > 1 && kernel.packed && work >= (trans_b ? kernel.packed_from_trans_b : kernel.packed_from)) {
     for (int64_t i = 0; i < batch; ++i)
-      parallel_blocked_gemm(kernel.packed, trans_a, trans_b, M, N, K, A + i * stride_a, lda, B + i * stride_b, ldb,
+      parallel_blocked_gemm(kernel, trans_a, trans_b, M, N, K, A + i * stride_a, lda, B + i * stride_b, ldb,
                             C + i * stride_c, N, accumulate);
     return;
   }
-#endif
   const int64_t row_tiles = std::clamp<int64_t>(M / kMinTileSize, 1, tiles);
   const int64_t col_tiles = std::clamp<int64_t>(N / kMinTileSize, 1, ceil_div(tiles, row_tiles));
   const int64_t rows_per_tile = ceil_div(M, row_tiles), cols_per_tile = ceil_div(N, col_tiles);

@@ -1,11 +1,10 @@
-// The large-product GEMM: GotoBLAS's three blocked loops and our own packing, around BLIS's
-// micro-kernel of the chosen context.
+// The large-product GEMM: GotoBLAS's three blocked loops and our own packing, around one
+// micro-kernel: tapegrad's own (ops/gemm_micro_kernels.cpp), or BLIS's of a chosen context.
 //
-// Why not bli_?gemm_ex: BLIS 0.9 packs op(A) into micro-panels of MR rows with a packm kernel of
-// that MR, and has them only up to 31 rows; skx's sgemm MR is 32, so it falls back to
+// Why not bli_?gemm_ex for BLIS's: BLIS 0.9 packs op(A) into micro-panels of MR rows with a packm
+// kernel of that MR, and has them only up to 31 rows; skx's sgemm MR is 32, so it falls back to
 // bli_sscal2v, one function call per scalar element, which can cost more than the product. Here
-// the packing is ours (a copy, or a transposition by vector tiles: ops/gemm_pack_kernels.cpp), and
-// BLIS still does all the arithmetic.
+// the packing is ours (a copy, or a transposition by vector tiles: ops/gemm_pack_kernels.cpp).
 //
 // The loops, for the kernel's problem C'[m, n] = A'[m, K] · B'[K, n]:
 //   for jc in n step NC:              B' block [KC, NC] packed into panels of NR columns (L3)
@@ -29,6 +28,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/gemm_micro_kernels.hpp"
 #include "ops/gemm_pack_kernels.hpp"
 #include "parallel_for.hpp"
 #include "tapegrad/error.hpp"
@@ -85,61 +85,87 @@ int64_t next_block(int64_t remaining, int64_t default_size, int64_t max_size) {
   return remaining <= max_size ? remaining : default_size;
 }
 
+#ifdef TG_HAVE_BLIS
 // BLIS's micro-kernel type: C[MR, NR] = α·A panel·B panel + β·C.
 template <typename T>
-using MicroKernel = std::conditional_t<std::is_same_v<T, float>, sgemm_ukr_ft, dgemm_ukr_ft>;
+using BlisMicroKernel = std::conditional_t<std::is_same_v<T, float>, sgemm_ukr_ft, dgemm_ukr_ft>;
+#endif
 
-// The largest micro-tile (MR · NR) of any BLIS configuration (skx sgemm: 32 × 12).
+// The largest micro-tile (MR · NR) of any kernel (BLIS's skx sgemm: 32 × 12).
 constexpr int64_t kMaxMicroTile = 1024;
+// B' is read in place (BlockedProduct::direct_b) when at most this many A' panels read it.
+constexpr int64_t kDirectBPanels = 4;
 
-// One product C'[m, n] = A'[m, K]·B'[K, n] in the kernel's terms, with the context's block sizes,
+// One product C'[m, n] = A'[m, K]·B'[K, n] in the kernel's terms, with the kernel's block sizes,
 // split into pieces the loops below run independently. Every piece keeps the micro-tile grid of the
 // whole product (pieces start on multiples of MR rows and NR columns; MC and NC are multiples of
 // them), and each C'[i, j] is the micro-kernel's sum over the same K blocks: which piece, and which
 // thread, computes an element never changes its bits.
 template <typename T>
 struct BlockedProduct {
+  const GemmMicroKernels<T>* ours = nullptr;  // tapegrad's micro-kernel, or BLIS's:
+#ifdef TG_HAVE_BLIS
   static constexpr num_t dt = std::is_same_v<T, float> ? BLIS_FLOAT : BLIS_DOUBLE;
-  cntx_t* context;
-  MicroKernel<T> micro_kernel;
+  cntx_t* context = nullptr;
+  BlisMicroKernel<T> blis_kernel = nullptr;
+#endif
   int64_t MR, NR, pack_mr, pack_nr, KC, MC, NC, KC_max, MC_max, NC_max;
   Strided<T> a_rows, b_columns;  // A'[m, K] and B'ᵀ[n, K]
   int64_t m, n, K;
   T* C;
-  inc_t rs_c, cs_c;
-  bool transpose_c, accumulate;
+  int64_t rs_c, cs_c;
+  bool transpose_c = false, accumulate;
+  // B' read in place instead of packed (tapegrad's kernel only): when its columns are contiguous
+  // (op(B) = B row-major) and few A' panels read each of its panels, packing B' would cost about
+  // as much as the products that read it (an LSTM's h·W_hh at a batch of 32: as much again).
+  bool direct_b = false;
 
-  BlockedProduct(cntx_t* context_, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K_, const T* A,
+  BlockedProduct(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K_, const T* A,
                  int64_t lda, const T* B, int64_t ldb, T* C_, int64_t ldc, bool accumulate_)
-      : context(context_), K(K_), C(C_), accumulate(accumulate_) {
-    micro_kernel = reinterpret_cast<MicroKernel<T>>(bli_cntx_get_l3_nat_ukr_dt(dt, BLIS_GEMM_UKR, context));
-    MR = bli_cntx_get_blksz_def_dt(dt, BLIS_MR, context);
-    NR = bli_cntx_get_blksz_def_dt(dt, BLIS_NR, context);
-    // The packed panels' leading dimensions, which BLIS's tables may pad beyond MR and NR.
-    pack_mr = bli_cntx_get_blksz_max_dt(dt, BLIS_MR, context);
-    pack_nr = bli_cntx_get_blksz_max_dt(dt, BLIS_NR, context);
-    KC = bli_cntx_get_blksz_def_dt(dt, BLIS_KC, context);
-    MC = bli_cntx_get_blksz_def_dt(dt, BLIS_MC, context);
-    NC = bli_cntx_get_blksz_def_dt(dt, BLIS_NC, context);
-    KC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_KC, context);
-    MC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_MC, context);
-    NC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_NC, context);
-    check(MR * NR <= kMaxMicroTile, "gemm", "BLIS micro-tile ", MR, "x", NR, " is larger than ", kMaxMicroTile);
-    check(MC % MR == 0 && NC % NR == 0, "gemm", "BLIS blocks MC ", MC, ", NC ", NC, " are not multiples of MR ", MR,
+      : K(K_), C(C_), accumulate(accumulate_) {
+#ifdef TG_HAVE_BLIS
+    if (kernel.blis) {
+      context = kernel.blis;
+      blis_kernel = reinterpret_cast<BlisMicroKernel<T>>(bli_cntx_get_l3_nat_ukr_dt(dt, BLIS_GEMM_UKR, context));
+      MR = bli_cntx_get_blksz_def_dt(dt, BLIS_MR, context);
+      NR = bli_cntx_get_blksz_def_dt(dt, BLIS_NR, context);
+      // The packed panels' leading dimensions, which BLIS's tables may pad beyond MR and NR.
+      pack_mr = bli_cntx_get_blksz_max_dt(dt, BLIS_MR, context);
+      pack_nr = bli_cntx_get_blksz_max_dt(dt, BLIS_NR, context);
+      KC = bli_cntx_get_blksz_def_dt(dt, BLIS_KC, context);
+      MC = bli_cntx_get_blksz_def_dt(dt, BLIS_MC, context);
+      NC = bli_cntx_get_blksz_def_dt(dt, BLIS_NC, context);
+      KC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_KC, context);
+      MC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_MC, context);
+      NC_max = bli_cntx_get_blksz_max_dt(dt, BLIS_NC, context);
+      // A micro-kernel that keeps columns of C in its registers (skx) writes a column-major C
+      // fastest: then it computes Cᵀ = op(B)ᵀ·op(A)ᵀ, as BLIS itself does, with C row-major seen
+      // as Cᵀ column-major.
+      transpose_c = bli_cntx_l3_nat_ukr_prefers_cols_dt(dt, BLIS_GEMM_UKR, context);
+    } else
+#endif
+    {
+      ours = &gemm_micro_kernels_for_cpu().of<T>();
+      MR = pack_mr = ours->mr;
+      NR = pack_nr = ours->nr;
+      KC = KC_max = ours->kc;
+      MC = MC_max = ours->mc;
+      NC = NC_max = ours->nc;
+    }
+    check(MR * NR <= kMaxMicroTile, "gemm", "micro-tile ", MR, "x", NR, " is larger than ", kMaxMicroTile);
+    check(MC % MR == 0 && NC % NR == 0, "gemm", "blocks MC ", MC, ", NC ", NC, " are not multiples of MR ", MR,
           ", NR ", NR);
-    // op(A)[i, k] and op(B)[k, j] as strided views of the stored row-major matrices.
+    // op(A)[i, k] and op(B)[k, j] as strided views of the stored row-major matrices. The packed
+    // operands are A' by rows and B' by columns, both as "panel rows".
     const Strided<T> op_a{A, trans_a ? 1 : lda, trans_a ? lda : 1};
     const Strided<T> op_b{B, trans_b ? 1 : ldb, trans_b ? ldb : 1};
-    // A micro-kernel that keeps columns of C in its registers (skx) writes a column-major C
-    // fastest: then it computes Cᵀ = op(B)ᵀ·op(A)ᵀ, as BLIS itself does, with C row-major seen as
-    // Cᵀ column-major. The packed operands are A' by rows and B' by columns, both as "panel rows".
-    transpose_c = bli_cntx_l3_nat_ukr_prefers_cols_dt(dt, BLIS_GEMM_UKR, context);
     a_rows = transpose_c ? op_b.transposed() : op_a;
     b_columns = transpose_c ? op_a : op_b.transposed();
     m = transpose_c ? N : M;
     n = transpose_c ? M : N;
     rs_c = transpose_c ? 1 : ldc;
     cs_c = transpose_c ? ldc : 1;
+    direct_b = ours != nullptr && b_columns.row_step == 1 && ceil_div(m, MR) <= kDirectBPanels;
   }
 
   // A whole operand packed ahead (`rows` rows of `source` in panels of `panel_rows`, padded to
@@ -169,67 +195,123 @@ struct BlockedProduct {
   // packed here block by block into this thread's buffers. m0 and n0 are multiples of MR and NR.
   void run(int64_t m0, int64_t m1, int64_t n0, int64_t n1, const Packed* a_ahead, const Packed* b_ahead) const {
     // Per-thread buffers for this piece's largest blocks (a last block may reach the maximum size;
-    // never BLIS's whole MC × KC when the product is smaller).
+    // never the whole MC × KC when the product is smaller).
     thread_local PackBuffer a_buffer, b_buffer;
     const int64_t kc_most = std::min(K, KC_max);
     T* a_packed = a_ahead ? nullptr : a_buffer.get<T>(ceil_div(std::min(m1 - m0, MC_max), MR) * kc_most * pack_mr);
     T* b_packed = b_ahead ? nullptr : b_buffer.get<T>(ceil_div(std::min(n1 - n0, NC_max), NR) * kc_most * pack_nr);
     alignas(64) T edge[kMaxMicroTile];  // an edge tile, MR × NR in the kernel's preferred storage
-    const inc_t edge_rs = transpose_c ? 1 : NR, edge_cs = transpose_c ? MR : 1;
-
-    T one = T(1), zero = T(0);
-    auxinfo_t aux{};
-    bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux);
-    bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
-    bli_auxinfo_set_is_a(1, &aux);
-    bli_auxinfo_set_is_b(1, &aux);
+    const int64_t edge_rs = transpose_c ? 1 : NR, edge_cs = transpose_c ? MR : 1;
+    TileCall call(*this);
     for (int64_t jc = n0, nc; jc < n1; jc += nc) {
       nc = next_block(n1 - jc, NC, NC_max);
       for (int64_t pc = 0, kc; pc < K; pc += kc) {
         kc = next_block(K - pc, KC, KC_max);
-        // The first K block overwrites C unless accumulating; the later ones add to it.
-        T* beta = pc == 0 && !accumulate ? &zero : &one;
+        // The first K block overwrites C unless accumulating; the later ones continue from it.
+        const bool load_c = pc > 0 || accumulate;
         const T* b_block = b_packed;
         if (b_ahead) b_block = b_ahead->block(pc, kc, jc / NR);
-        else pack_panels(b_columns.at(jc, pc), nc, kc, NR, pack_nr, kc * pack_nr, b_packed);
-        bli_auxinfo_set_ps_b(kc * pack_nr, &aux);
+        else if (!direct_b) pack_panels(b_columns.at(jc, pc), nc, kc, NR, pack_nr, kc * pack_nr, b_packed);
+        // (a B' read in place has only its last, narrow panel packed, below)
         for (int64_t ic = m0, mc; ic < m1; ic += mc) {
           mc = next_block(m1 - ic, MC, MC_max);
           const T* a_block = a_packed;
           if (a_ahead) a_block = a_ahead->block(pc, kc, ic / MR);
           else pack_panels(a_rows.at(ic, pc), mc, kc, MR, pack_mr, kc * pack_mr, a_packed);
-          bli_auxinfo_set_ps_a(kc * pack_mr, &aux);
+          call.set_blocks(kc);
           const int64_t a_panels = ceil_div(mc, MR), b_panels = ceil_div(nc, NR);
           for (int64_t jr = 0; jr < b_panels; ++jr) {
-            T* b_panel = const_cast<T*>(b_block) + jr * kc * pack_nr;
+            const T* b_panel = b_block + jr * kc * pack_nr;
+            int64_t b_step = pack_nr;
+            if (direct_b && !b_ahead) {
+              // A whole panel in place; the last, narrower one packed once per K block (its
+              // padding columns zero) into the buffer no other panel uses.
+              const Strided<T> panel = b_columns.at(jc + jr * NR, pc);
+              const int64_t columns = std::min(NR, n - jc - jr * NR);
+              b_panel = panel.data;
+              b_step = panel.col_step;
+              if (columns < NR) {
+                if (ic == m0) pack_panels(panel, columns, kc, NR, pack_nr, 0, b_packed);
+                b_panel = b_packed;
+                b_step = pack_nr;
+              }
+            }
             for (int64_t ir = 0; ir < a_panels; ++ir) {
-              T* a_panel = const_cast<T*>(a_block) + ir * kc * pack_mr;
+              const T* a_panel = a_block + ir * kc * pack_mr;
               // The panels the kernel may prefetch next: the next of A, or the first with the next B.
               const bool last_a = ir + 1 == a_panels;
-              bli_auxinfo_set_next_a(last_a ? const_cast<T*>(a_block) : a_panel + kc * pack_mr, &aux);
-              bli_auxinfo_set_next_b(last_a && jr + 1 < b_panels ? b_panel + kc * pack_nr : b_panel, &aux);
+              call.set_next(last_a ? a_block : a_panel + kc * pack_mr,
+                            last_a && jr + 1 < b_panels ? b_panel + kc * pack_nr : b_panel);
               const int64_t i0 = ic + ir * MR, j0 = jc + jr * NR;
               const int64_t rows = std::min(MR, m - i0), cols = std::min(NR, n - j0);
               T* c = C + i0 * rs_c + j0 * cs_c;
               if (rows == MR && cols == NR) {
-                micro_kernel(MR, NR, kc, &one, a_panel, b_panel, beta, c, rs_c, cs_c, &aux, context);
+                call(kc, a_panel, b_panel, b_step, load_c, c, rs_c, cs_c);
                 continue;
               }
-              // An edge: the full tile into `edge` (its padding rows and columns are zero
-              // products), then only the part inside C, added as the kernel would (c·β + ab, β ∈ {0, 1}).
-              micro_kernel(MR, NR, kc, &one, a_panel, b_panel, &zero, edge, edge_rs, edge_cs, &aux, context);
+              // An edge: the full tile computed in `edge` (its padding rows and columns are zero
+              // products) from the part inside C, then that part copied back.
+              auto at = [&](int64_t i, int64_t j) -> T& { return edge[i * edge_rs + j * edge_cs]; };
+              if (load_c) {
+                std::fill(edge, edge + MR * NR, T(0));
+                for (int64_t i = 0; i < rows; ++i)
+                  for (int64_t j = 0; j < cols; ++j) at(i, j) = c[i * rs_c + j * cs_c];
+              }
+              call(kc, a_panel, b_panel, b_step, load_c, edge, edge_rs, edge_cs);
               for (int64_t i = 0; i < rows; ++i)
-                for (int64_t j = 0; j < cols; ++j) {
-                  T& to = c[i * rs_c + j * cs_c];
-                  const T product = edge[i * edge_rs + j * edge_cs];
-                  to = beta == &zero ? product : to + product;
-                }
+                for (int64_t j = 0; j < cols; ++j) c[i * rs_c + j * cs_c] = at(i, j);
             }
           }
         }
       }
     }
   }
+
+  // One call of the micro-kernel on a full tile; for BLIS's, with the auxiliary information its
+  // kernels read (panel strides, the panels to prefetch next).
+  class TileCall {
+   public:
+    explicit TileCall(const BlockedProduct& product) : product_(product) {
+#ifdef TG_HAVE_BLIS
+      bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux_);
+      bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux_);
+      bli_auxinfo_set_is_a(1, &aux_);
+      bli_auxinfo_set_is_b(1, &aux_);
+#endif
+    }
+    void set_blocks([[maybe_unused]] int64_t kc) {
+#ifdef TG_HAVE_BLIS
+      bli_auxinfo_set_ps_a(kc * product_.pack_mr, &aux_);
+      bli_auxinfo_set_ps_b(kc * product_.pack_nr, &aux_);
+#endif
+    }
+    void set_next([[maybe_unused]] const T* a, [[maybe_unused]] const T* b) {
+#ifdef TG_HAVE_BLIS
+      bli_auxinfo_set_next_a(const_cast<T*>(a), &aux_);
+      bli_auxinfo_set_next_b(const_cast<T*>(b), &aux_);
+#endif
+    }
+    // C (+)= A panel · B panel over depth kc, C at `c` with strides rs, cs (cs = 1 for ours); the B
+    // panel's rows b_step apart (BLIS's: always packed, pack_nr).
+    void operator()(int64_t kc, const T* a_panel, const T* b_panel, int64_t b_step, bool load_c, T* c, int64_t rs,
+                    [[maybe_unused]] int64_t cs) {
+#ifdef TG_HAVE_BLIS
+      if (product_.blis_kernel) {
+        T one = T(1), zero = T(0);
+        product_.blis_kernel(product_.MR, product_.NR, kc, &one, const_cast<T*>(a_panel), const_cast<T*>(b_panel),
+                             load_c ? &one : &zero, c, rs, cs, &aux_, product_.context);
+        return;
+      }
+#endif
+      product_.ours->tile(1, &a_panel, &b_panel, b_step, kc, c, rs, load_c);
+    }
+
+   private:
+    const BlockedProduct& product_;
+#ifdef TG_HAVE_BLIS
+    auxinfo_t aux_{};
+#endif
+  };
 };
 
 // Buffers for an operand packed ahead, shared by the threads of one product: taken from this pool
@@ -272,16 +354,16 @@ int64_t piece_start(int64_t piece, int64_t panels, int64_t pieces) { return piec
 }  // namespace
 
 template <typename T>
-void blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
+void blocked_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
                   int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
-  const BlockedProduct<T> product(context, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  const BlockedProduct<T> product(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
   product.run(0, product.m, 0, product.n, nullptr, nullptr);
 }
 
 template <typename T>
-void parallel_blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
+void parallel_blocked_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
                            int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
-  const BlockedProduct<T> product(context, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  const BlockedProduct<T> product(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
   const int64_t threads = tbb::this_task_arena::max_concurrency();
   const int64_t m_panels = ceil_div(product.m, product.MR), n_panels = ceil_div(product.n, product.NR);
   // Split the rows of A' (BLIS's ic loop, as BLIS and OpenBLAS do): each thread packs its own A'
@@ -289,7 +371,8 @@ void parallel_blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t 
   // Splitting the columns instead would re-read A' from L3 for every piece; only when A' has too
   // few rows for the threads (a product with a short m) are the columns split, with A' packed
   // ahead and each piece packing its own B'.
-  const bool split_rows = m_panels >= 4 * threads || product.m >= product.n;
+  // A B' read in place (direct_b) is never packed ahead: then the columns are split.
+  const bool split_rows = !product.direct_b && (m_panels >= 4 * threads || product.m >= product.n);
   const int64_t split_panels = split_rows ? m_panels : n_panels;
   if (threads <= 1 || split_panels < 2) {
     product.run(0, product.m, 0, product.n, nullptr, nullptr);
@@ -330,13 +413,13 @@ void parallel_blocked_gemm(cntx_t* context, bool trans_a, bool trans_b, int64_t 
   shared_pack_pool().give_back(std::move(buffer));
 }
 
-template void blocked_gemm<float>(cntx_t*, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
+template void blocked_gemm<float>(const GemmKernel&, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
                                   int64_t, float*, int64_t, bool);
-template void blocked_gemm<double>(cntx_t*, bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
+template void blocked_gemm<double>(const GemmKernel&, bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
                                    const double*, int64_t, double*, int64_t, bool);
-template void parallel_blocked_gemm<float>(cntx_t*, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+template void parallel_blocked_gemm<float>(const GemmKernel&, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
                                            const float*, int64_t, float*, int64_t, bool);
-template void parallel_blocked_gemm<double>(cntx_t*, bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
+template void parallel_blocked_gemm<double>(const GemmKernel&, bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
                                             const double*, int64_t, double*, int64_t, bool);
 
 }  // namespace tg::detail

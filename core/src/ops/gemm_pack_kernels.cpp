@@ -62,6 +62,30 @@ void transpose_tile(const T* rows, int64_t row_step, T* out, int64_t out_step) {
   }
 }
 
+// Rows [0, 4) × columns [0, 8) written transposed, as transpose_tile: column c (4 elements) to
+// out[c·out_step .. + 4). The panels' rows beyond a multiple of 8 (MR = 12 or 6) take this path.
+template <typename T>
+void transpose_tile_4(const T* rows, int64_t row_step, T* out, int64_t out_step) {
+  using V = Vec8<T>;
+  V r[4];
+  for (int64_t i = 0; i < 4; ++i) __builtin_memcpy(&r[i], rows + i * row_step, sizeof(V));
+  // t[0], t[2]: columns 0,1 and 4,5 of rows (0, 1) and (2, 3), interleaved; t[1], t[3]: 2,3 and 6,7.
+  const V t0 = __builtin_shufflevector(r[0], r[1], 0, 8, 1, 9, 4, 12, 5, 13);
+  const V t1 = __builtin_shufflevector(r[0], r[1], 2, 10, 3, 11, 6, 14, 7, 15);
+  const V t2 = __builtin_shufflevector(r[2], r[3], 0, 8, 1, 9, 4, 12, 5, 13);
+  const V t3 = __builtin_shufflevector(r[2], r[3], 2, 10, 3, 11, 6, 14, 7, 15);
+  // Two whole columns per vector: (c, c + 1) from the pairs' halves.
+  const V columns[4] = {__builtin_shufflevector(t0, t2, 0, 1, 8, 9, 2, 3, 10, 11),   // 0, 1
+                        __builtin_shufflevector(t1, t3, 0, 1, 8, 9, 2, 3, 10, 11),   // 2, 3
+                        __builtin_shufflevector(t0, t2, 4, 5, 12, 13, 6, 7, 14, 15),  // 4, 5
+                        __builtin_shufflevector(t1, t3, 4, 5, 12, 13, 6, 7, 14, 15)}; // 6, 7
+  for (int64_t c = 0; c < 4; ++c) {
+    const T* pair = reinterpret_cast<const T*>(&columns[c]);
+    __builtin_memcpy(out + 2 * c * out_step, pair, 4 * sizeof(T));
+    __builtin_memcpy(out + (2 * c + 1) * out_step, pair + 4, 4 * sizeof(T));
+  }
+}
+
 template <typename T>
 void pack_panels(const T* source, int64_t row_step, int64_t col_step, int64_t rows, int64_t depth, int64_t panel_rows,
                  int64_t pack_rows, int64_t panel_step, T* packed) {
@@ -79,13 +103,16 @@ void pack_panels(const T* source, int64_t row_step, int64_t col_step, int64_t ro
       }
       continue;
     }
-    // Its rows are contiguous (col_step 1) or neither: a transposition, by 8 × 8 tiles where they fit.
+    // Its rows are contiguous (col_step 1) or neither: a transposition, by 8 × 8 tiles (then 4 × 8)
+    // where they fit.
     int64_t p = 0;
     if (col_step == 1)
       for (; p + kTile <= depth; p += kTile) {
         int64_t r = 0;
         for (; r + kTile <= height; r += kTile)
           transpose_tile(panel + r * row_step + p, row_step, out + p * pack_rows + r, pack_rows);
+        for (; r + 4 <= height; r += 4)
+          transpose_tile_4(panel + r * row_step + p, row_step, out + p * pack_rows + r, pack_rows);
         for (; r < height; ++r)
           for (int64_t c = 0; c < kTile; ++c) out[(p + c) * pack_rows + r] = panel[r * row_step + p + c];
       }

@@ -13,8 +13,9 @@
 // Each step of the sum is a fused multiply-add where the level has FMA (v3, avx512): a separate
 // multiply and add take two instructions on the same two ports, which halves the speed of a
 // product. v2 has no FMA, so its sums round each product first; its results differ from v3's and
-// avx512's in the last bits, as BLIS's kernels for different CPUs do (docs/performance.md, "One
-// build for every x86-64 CPU").
+// avx512's in the last bits (docs/performance.md, "One build for every x86-64 CPU"). The sums are
+// the large products' micro-kernel's (ops/gemm_micro_kernels.hpp), step for step: a product gets
+// the same bits whichever of the two computes it.
 #include "ops/small_gemm_kernels.hpp"
 
 #include <type_traits>
@@ -98,7 +99,11 @@ void row_block(const OperandA<T>& a, int64_t i0, int64_t N, int64_t K, const T* 
     Lane lanes[Lanes] = {first};
     if constexpr (Lanes > 1)
       for (int64_t c = 1; c < Lanes; ++c) lanes[c] = Lane{first.i + c * Lane::kWidth};
+    // Each sum starts from C when accumulating: one chain, as the micro-kernel's (below).
     Vec sum[Rows][Lanes] = {};
+    if (accumulate)
+      for (int64_t r = 0; r < Rows; ++r)
+        for (int64_t c = 0; c < Lanes; ++c) sum[r][c] = lanes[c](C + (i0 + r) * ldc);
     for (int64_t k = 0; k < K; ++k) {
       Vec b[Lanes];
       for (int64_t c = 0; c < Lanes; ++c) b[c] = lanes[c](B + k * ldb);
@@ -108,10 +113,7 @@ void row_block(const OperandA<T>& a, int64_t i0, int64_t N, int64_t K, const T* 
       }
     }
     for (int64_t r = 0; r < Rows; ++r)
-      for (int64_t c = 0; c < Lanes; ++c) {
-        T* row = C + (i0 + r) * ldc;
-        lanes[c].store(row, accumulate ? lanes[c](row) + sum[r][c] : sum[r][c]);
-      }
+      for (int64_t c = 0; c < Lanes; ++c) lanes[c].store(C + (i0 + r) * ldc, sum[r][c]);
   };
   using Lane = VectorLane<T, kRegisterBytes>;
   int64_t j = 0;
