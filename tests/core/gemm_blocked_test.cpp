@@ -181,10 +181,12 @@ TEMPLATE_TEST_CASE("gemm: tapegrad's blocked kernel on strided operands and an i
   // K of one block, of several with a short last one (kc = 192 or 384 at AVX-512, 256 or 512 at
   // AVX2), and sizes off the micro-tile (8 × 32 or 6 × 16 floats; 8 × 16 or 6 × 8 doubles). M of
   // at most 4 panels with op(B) = B reads B in place, its last, narrow panel packed (1 × 1,
-  // 13 × 33, 20 × 70).
+  // 13 × 33, 20 × 70, 21 × 700); N of at most 16 panels reads A in place, its last, short panel
+  // packed (all but 21 × 700 and 50 × 600, whose A is packed).
   const auto [M, N, K] = GENERATE(std::array<int64_t, 3>{45, 29, 401}, std::array<int64_t, 3>{1, 1, 1},
                                   std::array<int64_t, 3>{97, 61, 3}, std::array<int64_t, 3>{70, 50, 900},
-                                  std::array<int64_t, 3>{13, 33, 1100}, std::array<int64_t, 3>{20, 70, 300});
+                                  std::array<int64_t, 3>{13, 33, 1100}, std::array<int64_t, 3>{20, 70, 300},
+                                  std::array<int64_t, 3>{21, 700, 300}, std::array<int64_t, 3>{50, 600, 200});
   const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true), accumulate = GENERATE(false, true);
   CAPTURE(M, N, K, trans_a, trans_b, accumulate);
   // Each stored matrix has 5 more columns than it uses, and C is a block inside a wider matrix.
@@ -230,10 +232,10 @@ TEMPLATE_TEST_CASE("gemm: the micro-kernel's batch-reduce form is the chain over
          const TestType* a_panels[count] = {a.data(), a.data() + depth * mr, a.data() + 2 * depth * mr};
          const TestType* b_panels[count] = {b.data(), b.data() + depth * nr, b.data() + 2 * depth * nr};
          std::vector<TestType> reduced = c0, whole = c0;
-         kernel.tile(count, a_panels, b_panels, nr, depth, reduced.data(), nr + 3, true);
+         kernel.tile(count, a_panels, 1, mr, b_panels, nr, depth, reduced.data(), nr + 3, true);
          const TestType* a_whole = a.data();
          const TestType* b_whole = b.data();
-         kernel.tile(1, &a_whole, &b_whole, nr, count * depth, whole.data(), nr + 3, true);
+         kernel.tile(1, &a_whole, 1, mr, &b_whole, nr, count * depth, whole.data(), nr + 3, true);
          // And against the chain written out: c = c0 + Σ a·b, step by step, with the level's rounding.
          bool matches = std::memcmp(reduced.data(), whole.data(), reduced.size() * sizeof(TestType)) == 0;
          for (int64_t r = 0; r < mr; ++r)

@@ -93,8 +93,10 @@ using BlisMicroKernel = std::conditional_t<std::is_same_v<T, float>, sgemm_ukr_f
 
 // The largest micro-tile (MR · NR) of any kernel (BLIS's skx sgemm: 32 × 12).
 constexpr int64_t kMaxMicroTile = 1024;
-// B' is read in place (BlockedProduct::direct_b) when at most this many A' panels read it.
+// B' is read in place (BlockedProduct::direct_b) when at most this many A' panels read it, A'
+// when at most kDirectAPanels B' panels do.
 constexpr int64_t kDirectBPanels = 4;
+constexpr int64_t kDirectAPanels = 16;
 
 // One product C'[m, n] = A'[m, K]·B'[K, n] in the kernel's terms, with the kernel's block sizes,
 // split into pieces the loops below run independently. Every piece keeps the micro-tile grid of the
@@ -115,10 +117,13 @@ struct BlockedProduct {
   T* C;
   int64_t rs_c, cs_c;
   bool transpose_c = false, accumulate;
-  // B' read in place instead of packed (tapegrad's kernel only): when its columns are contiguous
-  // (op(B) = B row-major) and few A' panels read each of its panels, packing B' would cost about
-  // as much as the products that read it (an LSTM's h·W_hh at a batch of 32: as much again).
-  bool direct_b = false;
+  // Operands read in place instead of packed (tapegrad's kernel only). B', when its columns are
+  // contiguous (op(B) = B row-major) and few A' panels read each of its panels: packing B' would
+  // cost about as much as the products that read it (an LSTM's h·W_hh at a batch of 32: as much
+  // again). A', when few B' panels read each of its panels: its packing is a transposition when
+  // op(A) = A row-major, a tenth of a Linear's time at K = 128 (the kernel broadcasts A's elements
+  // one at a time, from any strides, so in place costs it nothing).
+  bool direct_a = false, direct_b = false;
 
   BlockedProduct(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K_, const T* A,
                  int64_t lda, const T* B, int64_t ldb, T* C_, int64_t ldc, bool accumulate_)
@@ -166,6 +171,7 @@ struct BlockedProduct {
     rs_c = transpose_c ? 1 : ldc;
     cs_c = transpose_c ? ldc : 1;
     direct_b = ours != nullptr && b_columns.row_step == 1 && ceil_div(m, MR) <= kDirectBPanels;
+    direct_a = ours != nullptr && ceil_div(n, NR) <= kDirectAPanels;
   }
 
   // A whole operand packed ahead (`rows` rows of `source` in panels of `panel_rows`, padded to
@@ -217,7 +223,7 @@ struct BlockedProduct {
           mc = next_block(m1 - ic, MC, MC_max);
           const T* a_block = a_packed;
           if (a_ahead) a_block = a_ahead->block(pc, kc, ic / MR);
-          else pack_panels(a_rows.at(ic, pc), mc, kc, MR, pack_mr, kc * pack_mr, a_packed);
+          else if (!direct_a) pack_panels(a_rows.at(ic, pc), mc, kc, MR, pack_mr, kc * pack_mr, a_packed);
           call.set_blocks(kc);
           const int64_t a_panels = ceil_div(mc, MR), b_panels = ceil_div(nc, NR);
           for (int64_t jr = 0; jr < b_panels; ++jr) {
@@ -238,6 +244,22 @@ struct BlockedProduct {
             }
             for (int64_t ir = 0; ir < a_panels; ++ir) {
               const T* a_panel = a_block + ir * kc * pack_mr;
+              int64_t a_row_step = 1, a_col_step = pack_mr;
+              if (direct_a && !a_ahead) {
+                // As B' above: a whole panel in place, the last, shorter one packed (once per
+                // block of A', at the first panel of B').
+                const Strided<T> panel = a_rows.at(ic + ir * MR, pc);
+                const int64_t rows = std::min(MR, m - ic - ir * MR);
+                a_panel = panel.data;
+                a_row_step = panel.row_step;
+                a_col_step = panel.col_step;
+                if (rows < MR) {
+                  if (jr == 0) pack_panels(panel, rows, kc, MR, pack_mr, 0, a_packed);
+                  a_panel = a_packed;
+                  a_row_step = 1;
+                  a_col_step = pack_mr;
+                }
+              }
               // The panels the kernel may prefetch next: the next of A, or the first with the next B.
               const bool last_a = ir + 1 == a_panels;
               call.set_next(last_a ? a_block : a_panel + kc * pack_mr,
@@ -246,7 +268,7 @@ struct BlockedProduct {
               const int64_t rows = std::min(MR, m - i0), cols = std::min(NR, n - j0);
               T* c = C + i0 * rs_c + j0 * cs_c;
               if (rows == MR && cols == NR) {
-                call(kc, a_panel, b_panel, b_step, load_c, c, rs_c, cs_c);
+                call(kc, a_panel, a_row_step, a_col_step, b_panel, b_step, load_c, c, rs_c, cs_c);
                 continue;
               }
               // An edge: the full tile computed in `edge` (its padding rows and columns are zero
@@ -257,7 +279,7 @@ struct BlockedProduct {
                 for (int64_t i = 0; i < rows; ++i)
                   for (int64_t j = 0; j < cols; ++j) at(i, j) = c[i * rs_c + j * cs_c];
               }
-              call(kc, a_panel, b_panel, b_step, load_c, edge, edge_rs, edge_cs);
+              call(kc, a_panel, a_row_step, a_col_step, b_panel, b_step, load_c, edge, edge_rs, edge_cs);
               for (int64_t i = 0; i < rows; ++i)
                 for (int64_t j = 0; j < cols; ++j) c[i * rs_c + j * cs_c] = at(i, j);
             }
@@ -291,10 +313,11 @@ struct BlockedProduct {
       bli_auxinfo_set_next_b(const_cast<T*>(b), &aux_);
 #endif
     }
-    // C (+)= A panel · B panel over depth kc, C at `c` with strides rs, cs (cs = 1 for ours); the B
-    // panel's rows b_step apart (BLIS's: always packed, pack_nr).
-    void operator()(int64_t kc, const T* a_panel, const T* b_panel, int64_t b_step, bool load_c, T* c, int64_t rs,
-                    [[maybe_unused]] int64_t cs) {
+    // C (+)= A panel · B panel over depth kc, C at `c` with strides rs, cs (cs = 1 for ours); the A
+    // panel's element (r, p) at r·a_row_step + p·a_col_step, the B panel's rows b_step apart
+    // (BLIS's kernel: both always packed).
+    void operator()(int64_t kc, const T* a_panel, int64_t a_row_step, int64_t a_col_step, const T* b_panel,
+                    int64_t b_step, bool load_c, T* c, int64_t rs, [[maybe_unused]] int64_t cs) {
 #ifdef TG_HAVE_BLIS
       if (product_.blis_kernel) {
         T one = T(1), zero = T(0);
@@ -303,7 +326,7 @@ struct BlockedProduct {
         return;
       }
 #endif
-      product_.ours->tile(1, &a_panel, &b_panel, b_step, kc, c, rs, load_c);
+      product_.ours->tile(1, &a_panel, a_row_step, a_col_step, &b_panel, b_step, kc, c, rs, load_c);
     }
 
    private:
@@ -385,7 +408,18 @@ void parallel_blocked_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b,
   const int64_t per_thread = std::max<int64_t>(2, ceil_div(ceil_div(split_panels, block_panels), threads));
   const int64_t pieces = std::min(split_panels, per_thread * threads);
 
-  // The shared operand, packed ahead by all threads (by runs of panels), then the pieces.
+  // The shared operand, packed ahead by all threads (by runs of panels), then the pieces; an A'
+  // read in place is not packed.
+  if (!split_rows && product.direct_a) {
+    parallel_for(pieces, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t piece = begin; piece < end; ++piece) {
+        const int64_t first = piece_start(piece, split_panels, pieces);
+        const int64_t last = piece_start(piece + 1, split_panels, pieces);
+        product.run(0, product.m, first * product.NR, std::min(product.n, last * product.NR), nullptr, nullptr);
+      }
+    });
+    return;
+  }
   std::unique_ptr<PackBuffer> buffer = shared_pack_pool().take();
   const int64_t ahead_panels = split_rows ? n_panels : m_panels;
   const int64_t ahead_rows = split_rows ? product.pack_nr : product.pack_mr;

@@ -69,9 +69,30 @@ template <typename V>
 #endif
 }
 
+// The depth loop of one pair: sum += A panel · B panel. A's element (r, p) at a_rows[r][p·a_step]
+// (a packed panel: rows r apart, a_step = kRows; a matrix read in place: one pointer per row).
+template <typename V, typename T>
+[[gnu::always_inline]] inline void accumulate_pair(V (&sum)[kRows][kVectors], const T* const (&a_rows)[kRows],
+                                                   int64_t a_step, const T* b_panel, int64_t b_step, int64_t depth) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(T);
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < depth; ++p) {
+    V b_row[kVectors];
+#pragma GCC unroll 4
+    for (int64_t v = 0; v < kVectors; ++v) b_row[v] = load<V>(b_panel + p * b_step + v * kLanes);
+#pragma GCC unroll 16
+    for (int64_t r = 0; r < kRows; ++r) {
+      // a − (+0) is a, exactly, for every a: the scalar broadcast to every lane.
+      const V a_rp = a_rows[r][p * a_step] - V{};
+#pragma GCC unroll 4
+      for (int64_t v = 0; v < kVectors; ++v) sum[r][v] = multiply_add(a_rp, b_row[v], sum[r][v]);
+    }
+  }
+}
+
 template <typename T>
-void tile(int64_t count, const T* const* a, const T* const* b, int64_t b_step, int64_t depth, T* c, int64_t ldc,
-          bool load_c) {
+void tile(int64_t count, const T* const* a, int64_t a_row_step, int64_t a_col_step, const T* const* b, int64_t b_step,
+          int64_t depth, T* c, int64_t ldc, bool load_c) {
   using V = typename Register<T>::type;
   constexpr int64_t kLanes = sizeof(V) / sizeof(T), kColumns = kVectors * kLanes;
   V sum[kRows][kVectors];
@@ -86,22 +107,14 @@ void tile(int64_t count, const T* const* a, const T* const* b, int64_t b_step, i
     __builtin_prefetch(c + r * ldc, 1, 3);
     __builtin_prefetch(c + r * ldc + kColumns - 1, 1, 3);
   }
+  const bool packed_a = a_row_step == 1 && a_col_step == kRows;
   for (int64_t i = 0; i < count; ++i) {
-    const T* a_panel = a[i];
-    const T* b_panel = b[i];
-#pragma GCC unroll 2
-    for (int64_t p = 0; p < depth; ++p) {
-      V b_row[kVectors];
-#pragma GCC unroll 4
-      for (int64_t v = 0; v < kVectors; ++v) b_row[v] = load<V>(b_panel + p * b_step + v * kLanes);
+    const T* a_rows[kRows];
 #pragma GCC unroll 16
-      for (int64_t r = 0; r < kRows; ++r) {
-        // a − (+0) is a, exactly, for every a: the scalar broadcast to every lane.
-        const V a_rp = a_panel[p * kRows + r] - V{};
-#pragma GCC unroll 4
-        for (int64_t v = 0; v < kVectors; ++v) sum[r][v] = multiply_add(a_rp, b_row[v], sum[r][v]);
-      }
-    }
+    for (int64_t r = 0; r < kRows; ++r) a_rows[r] = a[i] + r * a_row_step;
+    // The packed panel's steps as constants: its broadcasts then address one register plus offsets.
+    if (packed_a) accumulate_pair(sum, a_rows, kRows, b[i], b_step, depth);
+    else accumulate_pair(sum, a_rows, a_col_step, b[i], b_step, depth);
   }
 #pragma GCC unroll 16
   for (int64_t r = 0; r < kRows; ++r)
