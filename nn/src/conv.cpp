@@ -354,12 +354,12 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const ConvTra
   s.dilation_w = options.dilation[1];
   s.H_out = input.size(first + 1);
   s.W_out = input.size(first + 2);
-  drop_unused_strides(s);
   check(s.kH > 0 && s.kW > 0, op, "kernel size should be greater than zero, got weight of shape ", weight.shape());
   s.H = transposed_size(s.H_out, s.stride_h, s.pad_h, s.dilation_h, s.kH, options.output_padding[0], input, weight);
   s.W = transposed_size(s.W_out, s.stride_w, s.pad_w, s.dilation_w, s.kW, options.output_padding[1], input, weight);
   check(s.H > 0 && s.W > 0, op, "the output size (", s.H, ", ", s.W, ") of input ", input.shape(), " and weight ",
         weight.shape(), " with padding = ", tuple_text(options.padding.values().data(), 2), " is too small");
+  drop_unused_strides(s);  // after the sizes, whose errors name the strides passed
   geo->input = batched ? Shape{s.N, C_out, s.H, s.W} : Shape{C_out, s.H, s.W};
   geo->weight = weight.shape();
   geo->output = input.shape();

@@ -1,5 +1,6 @@
-// The GEMM kernel choice. On a CPU with AVX2+FMA: tapegrad's own micro-kernel of the vector level
-// in force (ops/gemm_micro_kernels.cpp), in the blocked loops, for large products. Elsewhere:
+// The GEMM kernel choice. At vector level v3 or avx512 (the level in force: TG_CPU_ISA may lower
+// it): tapegrad's own micro-kernel of that level (ops/gemm_micro_kernels.cpp), in the blocked
+// loops, for large products. At v2:
 // BLIS's detection when it knows the CPU and uses its widest instruction set, else the best BLIS
 // configuration the CPU's features can run, handed to BLIS as an explicit context; or Eigen.
 #include "cpu/gemm_kernel.hpp"
@@ -36,9 +37,9 @@ GemmKernel tapegrad_kernel(std::string reason) {
           .small_on_vector_kernel = true};
 }
 
-// Below this many multiply-adds (e.g. 16³) a product costs less than BLIS's fixed set-up per call
-// (an order of magnitude more than Eigen's on a product of a few elements), so it never goes to
-// BLIS.
+// Below this many multiply-adds (e.g. 16³) a product costs less than the blocked loops' fixed
+// set-up per call (BLIS's: an order of magnitude more than Eigen's on a product of a few
+// elements), so it never goes to the blocked loops.
 constexpr int64_t kTinyProduct = int64_t{1} << 12;
 
 // The instruction set Eigen's GEMM was compiled for: the library's own flags (TG_NATIVE), not the

@@ -1,5 +1,5 @@
-// Which GEMM kernel this process runs, chosen once from what the CPU can do (its cpuid features),
-// never from its name: BLIS's own table of CPU families lags behind new CPUs (BLIS 0.9 detects
+// Which GEMM kernel this process runs, chosen once from the vector level in force and, at v2, from
+// what the CPU can do (its cpuid features), never from its name: BLIS's own table of CPU families lags behind new CPUs (BLIS 0.9 detects
 // 'generic' on AMD family 26 and would run its reference kernels at a sixth of the core's speed).
 //
 // TG_GEMM_KERNEL=auto (the default), tapegrad, blis-<configuration> or eigen forces a choice; see
@@ -18,7 +18,7 @@ namespace tg::detail {
 
 struct GemmKernel {
   std::string name;    // as TG_GEMM_KERNEL spells it: "tapegrad", "blis-skx", "blis-haswell", ..., "eigen"
-  std::string reason;  // why this one, e.g. "BLIS detected 'generic' for AuthenticAMD family 26; ..."
+  std::string reason;  // why this one, e.g. "vector level avx512: tapegrad's micro-kernel (avx512) from ..."
   // A product of M·N·K multiply-adds runs in the blocked loops (ops/gemm_blocked.cpp), when
   // `packed`, from packed_from multiply-adds (packed_from_trans_b when op(B) = Bᵀ, whose packing
   // costs more), else on the small-product kernel below.

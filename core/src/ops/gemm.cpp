@@ -1,8 +1,8 @@
-// Row-major GEMM: BLIS's micro-kernel of the configuration chosen from the CPU's features, in our
-// own blocked loops, for large products, which those loops split across the threads sharing one
-// packed operand (ops/gemm_blocked.cpp); our per-level small-product kernel, or Eigen, for the rest,
-// serially on a few large tiles of C run in parallel by oneTBB. A batch of many products is one
-// parallel loop over (matrix, tile) pieces: one dispatch, one parallel_for.
+// Row-major GEMM: large products in our blocked loops around tapegrad's micro-kernel (BLIS's at v2
+// or when forced), split across the threads inside those loops (ops/gemm_blocked.cpp); the rest on
+// our per-level small-product kernel, or Eigen, serially on at most two tiles of C run in parallel
+// by oneTBB. A batch of many products is one parallel loop over (matrix, tile) pieces: one
+// dispatch, one parallel_for.
 #include "ops/gemm.hpp"
 
 #include <Eigen/Core>

@@ -12,9 +12,10 @@
 //       for ic in m step MC:          A' block [MC, KC] packed into panels of MR rows (L2)
 //         for jr, ir:                 C'[MR, NR] += A' panel · B' panel (the micro-kernel, L1)
 //
-// On several threads (parallel_blocked_gemm) the ic loop is split, as BLIS and OpenBLAS split it:
-// all of B' is packed once, ahead, by all threads together, and each piece of rows packs its own A'
-// blocks and streams the shared B' from L3. Two independent tiles of C would each pack the whole
+// On several threads (parallel_blocked_gemm) the ic loop is split, as BLIS and OpenBLAS split it
+// (unless B' is read in place: then the columns are split): all of B' is packed once, ahead, by
+// all threads together, and each piece of rows packs its own A' blocks and streams the shared B'
+// from L3. Two independent tiles of C would each pack the whole
 // operand they share (a third more packing at two threads) and split the work in two fixed halves,
 // so a thread slowed by another process left the other idle.
 #include "ops/gemm_blocked.hpp"
@@ -117,7 +118,7 @@ struct BlockedProduct {
   T* C;
   int64_t rs_c, cs_c;
   bool transpose_c = false, accumulate;
-  // Operands read in place instead of packed (tapegrad's kernel only). B', when its columns are
+  // Operands read in place instead of packed (tapegrad's kernel only). B', when its rows are
   // contiguous (op(B) = B row-major) and few A' panels read each of its panels: packing B' would
   // cost about as much as the products that read it (an LSTM's h·W_hh at a batch of 32: as much
   // again). A', when few B' panels read each of its panels: its packing is a transposition when

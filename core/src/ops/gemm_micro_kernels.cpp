@@ -70,7 +70,8 @@ template <typename V>
 }
 
 // The depth loop of one pair: sum += A panel · B panel. A's element (r, p) at a_rows[r][p·a_step]
-// (a packed panel: rows r apart, a_step = kRows; a matrix read in place: one pointer per row).
+// (a packed panel: rows one element apart, a_step = kRows; a matrix read in place: a pointer per
+// row, a_step its column stride).
 template <typename V, typename T>
 [[gnu::always_inline]] inline void accumulate_pair(V (&sum)[kRows][kVectors], const T* const (&a_rows)[kRows],
                                                    int64_t a_step, const T* b_panel, int64_t b_step, int64_t depth) {

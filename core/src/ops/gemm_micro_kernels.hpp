@@ -1,7 +1,7 @@
 // tapegrad's GEMM micro-kernel, compiled once per vector level (gemm_micro_kernels.cpp,
-// cpu/vector_isa.hpp): the one kernel under every large product (ops/gemm_blocked.cpp), and the
-// batch-reduce form C += Σᵢ Aᵢ·Bᵢ that a caller with several packed operand pairs per tile of C
-// uses. Private to core.
+// cpu/vector_isa.hpp): the kernel under every large product at v3 and avx512
+// (ops/gemm_blocked.cpp), in the batch-reduce form C += Σᵢ Aᵢ·Bᵢ over operand pairs, for a caller
+// with several pairs per tile of C (the blocked loops pass one). Private to core.
 #pragma once
 
 #include <cstdint>

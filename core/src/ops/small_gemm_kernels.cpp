@@ -1,8 +1,8 @@
 // The GEMM of small products, compiled once per vector level by tg_add_isa_kernels (TG_ISA = v2,
 // v3 or avx512) into tg::detail::<level>.
 //
-// Why our own: below ~2^20 multiply-adds BLIS's packing costs more than the product (the
-// break-even is measured in bench/README.md), and Eigen is compiled with the library's flags, SSE2
+// Why our own: below the blocked loops' break-even (2^24 multiply-adds, 2^15 with Bᵀ, at v3 and
+// avx512; BLIS's at v2; measured in bench/README.md) packing costs more than it saves, and Eigen is compiled with the library's flags, SSE2
 // in the portable build, a quarter of AVX-512's width or less; Eigen cannot be compiled per level,
 // because its templates would be merged by the linker across levels. This kernel keeps a block of
 // rows of C in registers, two vectors of columns wide (then one, then the row's tail), and streams

@@ -1,4 +1,5 @@
-// The GEMM kernel of small products (below BLIS's break-even), compiled once per vector level
+// The GEMM kernel of small products (below the blocked loops' break-even, cpu/gemm_kernel.cpp),
+// compiled once per vector level
 // (small_gemm_kernels.cpp, cpu/vector_isa.hpp); ops/gemm.cpp calls the chosen level's. Private to
 // core.
 #pragma once
