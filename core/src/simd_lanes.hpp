@@ -234,6 +234,35 @@ void for_each_lane(int64_t n, const F& f) {
   for_each_tail_lane<T>(i, n, f);  // less than one register is left: its 32-byte step is skipped at AVX2
 }
 
+// sum + a·b lane by lane, for a scalar or a vector of at most one register: rounded once (a fused
+// multiply-add) where the level has FMA, else the rounded product added (the per-level kernels are
+// compiled with -ffp-contract=off, so a*b + c stays two roundings). The GEMM kernels' step.
+template <typename V>
+[[gnu::always_inline]] inline V multiply_add(V a, V b, V sum) {
+#if defined(__FMA__)
+  if constexpr (std::is_same_v<V, float>) {
+    return __builtin_fmaf(a, b, sum);
+  } else if constexpr (std::is_same_v<V, double>) {
+    return __builtin_fma(a, b, sum);
+  } else {
+    constexpr bool kFloat = std::is_same_v<std::remove_cvref_t<decltype(a[0])>, float>;
+    if constexpr (sizeof(V) == 16) {
+      if constexpr (kFloat) return _mm_fmadd_ps(a, b, sum);
+      else return _mm_fmadd_pd(a, b, sum);
+    } else if constexpr (sizeof(V) == 32) {
+      if constexpr (kFloat) return _mm256_fmadd_ps(a, b, sum);
+      else return _mm256_fmadd_pd(a, b, sum);
+    } else {
+      static_assert(sizeof(V) == 64 && kRegisterBytes == 64);
+      if constexpr (kFloat) return _mm512_fmadd_ps(a, b, sum);
+      else return _mm512_fmadd_pd(a, b, sum);
+    }
+  }
+#else
+  return a * b + sum;
+#endif
+}
+
 }  // namespace TG_ISA_HELPERS
 }  // namespace tg::detail
 

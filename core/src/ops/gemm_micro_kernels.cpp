@@ -16,10 +16,7 @@
 // 100% of the 256-bit peak.
 #include "ops/gemm_micro_kernels.hpp"
 
-#include <immintrin.h>
-
 #include <cstring>
-#include <type_traits>
 
 #include "simd_lanes.hpp"
 
@@ -48,25 +45,6 @@ template <typename V>
   V v;
   std::memcpy(&v, p, sizeof v);
   return v;
-}
-
-// sum + a·b, rounded once where the level has FMA; this file is compiled with -ffp-contract=off,
-// so v2's a*b + sum stays a rounded product and a rounded sum.
-template <typename V>
-[[gnu::always_inline]] inline V multiply_add(V a, V b, V sum) {
-#if defined(__FMA__)
-  constexpr bool kFloat = std::is_same_v<std::remove_cvref_t<decltype(a[0])>, float>;
-  if constexpr (sizeof(V) == 32) {
-    if constexpr (kFloat) return _mm256_fmadd_ps(a, b, sum);
-    else return _mm256_fmadd_pd(a, b, sum);
-  } else {
-    static_assert(sizeof(V) == 64);
-    if constexpr (kFloat) return _mm512_fmadd_ps(a, b, sum);
-    else return _mm512_fmadd_pd(a, b, sum);
-  }
-#else
-  return a * b + sum;
-#endif
 }
 
 // The depth loop of one pair: sum += A panel · B panel. A's element (r, p) at a_rows[r][p·a_step]

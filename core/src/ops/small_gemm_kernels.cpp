@@ -44,35 +44,6 @@ constexpr int64_t kRowBlock = 4;
 #endif
 constexpr int64_t kBlockVectors = 2;
 
-// sum + a·b lane by lane, for a scalar or a vector of at most one register: rounded once (a fused
-// multiply-add) where the level has FMA, else the rounded product added (this file is compiled
-// with -ffp-contract=off, so a*b + c stays two roundings).
-template <typename V>
-V multiply_add(V a, V b, V sum) {
-#if defined(__FMA__)
-  if constexpr (std::is_same_v<V, float>) {
-    return __builtin_fmaf(a, b, sum);
-  } else if constexpr (std::is_same_v<V, double>) {
-    return __builtin_fma(a, b, sum);
-  } else {
-    constexpr bool kFloat = std::is_same_v<std::remove_cvref_t<decltype(a[0])>, float>;
-    if constexpr (sizeof(V) == 16) {
-      if constexpr (kFloat) return _mm_fmadd_ps(a, b, sum);
-      else return _mm_fmadd_pd(a, b, sum);
-    } else if constexpr (sizeof(V) == 32) {
-      if constexpr (kFloat) return _mm256_fmadd_ps(a, b, sum);
-      else return _mm256_fmadd_pd(a, b, sum);
-    } else {
-      static_assert(sizeof(V) == 64 && kRegisterBytes == 64);
-      if constexpr (kFloat) return _mm512_fmadd_ps(a, b, sum);
-      else return _mm512_fmadd_pd(a, b, sum);
-    }
-  }
-#else
-  return a * b + sum;
-#endif
-}
-
 // op(A)[i, k] of A stored [M, K] (or [K, M] when transposed) with row stride lda.
 template <typename T>
 struct OperandA {
