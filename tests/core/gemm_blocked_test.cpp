@@ -169,12 +169,36 @@ TEST_CASE("gemm: large products are bitwise the same at 1, 2 and 3 threads", "[c
   CHECK(std::memcmp(results[0].data(), results[2].data(), results[0].size() * sizeof(float)) == 0);
 }
 
+namespace {
+
+// A product on strided operands: each stored matrix has 5 more columns than it uses, and C is a
+// block inside a wider matrix (what ops/gemm.cpp's column tiles pass).
+template <typename T>
+struct StridedProblem {
+  int64_t M, N, lda, ldb, ldc;
+  std::vector<T> A, B, C0;
+  StridedProblem(int64_t M_, int64_t N_, int64_t K, bool trans_a, bool trans_b)
+      : M(M_), N(N_), lda((trans_a ? M_ : K) + 5), ldb((trans_b ? K : N_) + 5), ldc(N_ + 7) {
+    std::mt19937 rng(11);
+    A = random_values<T>((trans_a ? K : M) * lda, rng);
+    B = random_values<T>((trans_b ? N : K) * ldb, rng);
+    C0 = random_values<T>(M * ldc, rng);
+  }
+  // The columns of C beyond N keep C0's bits.
+  void require_padding_untouched(const std::vector<T>& C) const {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = N; j < ldc; ++j) REQUIRE(std::memcmp(&C[i * ldc + j], &C0[i * ldc + j], sizeof(T)) == 0);
+  }
+};
+
 // tapegrad's micro-kernel in the blocked loops (a GemmKernel without a BLIS context), whatever
 // kernel the process chose.
 const tg::detail::GemmKernel& tapegrad_kernel() {
   static const tg::detail::GemmKernel kernel{.name = "tapegrad", .reason = "the test's", .packed = true};
   return kernel;
 }
+
+}  // namespace
 
 TEMPLATE_TEST_CASE("gemm: tapegrad's blocked kernel on strided operands and an inner block of C is one chain over k",
                    "[core][matmul][gemm][vector_isa]", float, double) {
@@ -189,12 +213,9 @@ TEMPLATE_TEST_CASE("gemm: tapegrad's blocked kernel on strided operands and an i
                                   std::array<int64_t, 3>{21, 700, 300}, std::array<int64_t, 3>{50, 600, 200});
   const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true), accumulate = GENERATE(false, true);
   CAPTURE(M, N, K, trans_a, trans_b, accumulate);
-  // Each stored matrix has 5 more columns than it uses, and C is a block inside a wider matrix.
-  const int64_t lda = (trans_a ? M : K) + 5, ldb = (trans_b ? K : N) + 5, ldc = N + 7;
-  std::mt19937 rng(11);
-  const std::vector<TestType> A = random_values<TestType>((trans_a ? K : M) * lda, rng);
-  const std::vector<TestType> B = random_values<TestType>((trans_b ? N : K) * ldb, rng);
-  const std::vector<TestType> C0 = random_values<TestType>(M * ldc, rng);
+  const StridedProblem<TestType> problem(M, N, K, trans_a, trans_b);
+  const int64_t lda = problem.lda, ldb = problem.ldb, ldc = problem.ldc;
+  const std::vector<TestType>&A = problem.A, &B = problem.B, &C0 = problem.C0;
   const ExactProduct exact = triple_loop(trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb);
   // Per level: the blocked loops' C, and the small-product kernel's, which sums each element in
   // the same one chain over k (from C when accumulating): the blocked loops split K into blocks and
@@ -211,10 +232,7 @@ TEMPLATE_TEST_CASE("gemm: tapegrad's blocked kernel on strided operands and an i
     const std::vector<TestType>& C = results.first;
     check_product(exact, M, N, K, C0.data(), C.data(), ldc, accumulate);
     CHECK(std::memcmp(C.data(), results.second.data(), C.size() * sizeof(TestType)) == 0);
-    // The padding columns of C are untouched.
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = N; j < ldc; ++j)
-        REQUIRE(std::memcmp(&C[i * ldc + j], &C0[i * ldc + j], sizeof(TestType)) == 0);
+    problem.require_padding_untouched(C);
   }
 }
 
@@ -304,13 +322,9 @@ TEMPLATE_TEST_CASE("gemm: the blocked loops on BLIS's micro-kernel, bitwise BLIS
                                   std::array<int64_t, 3>{97, 61, 3}, std::array<int64_t, 3>{70, 50, 900});
   const bool trans_a = GENERATE(false, true), trans_b = GENERATE(false, true), accumulate = GENERATE(false, true);
   CAPTURE(M, N, K, trans_a, trans_b, accumulate);
-  // Each stored matrix has 5 more columns than it uses, and C is a block inside a wider matrix:
-  // what ops/gemm.cpp's column tiles pass.
-  const int64_t lda = (trans_a ? M : K) + 5, ldb = (trans_b ? K : N) + 5, ldc = N + 7;
-  std::mt19937 rng(11);
-  const std::vector<TestType> A = random_values<TestType>((trans_a ? K : M) * lda, rng);
-  const std::vector<TestType> B = random_values<TestType>((trans_b ? N : K) * ldb, rng);
-  const std::vector<TestType> C0 = random_values<TestType>(M * ldc, rng);
+  const StridedProblem<TestType> problem(M, N, K, trans_a, trans_b);
+  const int64_t lda = problem.lda, ldb = problem.ldb, ldc = problem.ldc;
+  const std::vector<TestType>&A = problem.A, &B = problem.B, &C0 = problem.C0;
   std::vector<TestType> C = C0;
   tg::detail::blocked_gemm(kernel, trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb, C.data(), ldc, accumulate);
   check_product(triple_loop(trans_a, trans_b, M, N, K, A.data(), lda, B.data(), ldb), M, N, K, C0.data(), C.data(),
@@ -331,8 +345,6 @@ TEMPLATE_TEST_CASE("gemm: the blocked loops on BLIS's micro-kernel, bitwise BLIS
   else
     bli_dgemm_ex(ta, tb, M, N, K, &alpha, a, lda, 1, b, ldb, 1, &beta, by_blis.data(), ldc, 1, context, &one_thread);
   CHECK(std::memcmp(C.data(), by_blis.data(), C.size() * sizeof(TestType)) == 0);
-  // The padding columns of C are untouched.
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = N; j < ldc; ++j) REQUIRE(std::memcmp(&C[i * ldc + j], &C0[i * ldc + j], sizeof(TestType)) == 0);
+  problem.require_padding_untouched(C);
 }
 #endif
