@@ -159,6 +159,9 @@ struct Backend {
   std::function<Runner(int64_t)> stream_copy;                         // a[i] = b[i]
   std::function<Runner(int64_t)> stream_triad;                        // a[i] = b[i] + s*c[i]
   std::function<Runner(GemmShape)> gemm;                              // C = A·B, no grad
+  // C = A·B with bf16 products and float32 sums, no grad: tapegrad's float32 tensors at "medium"
+  // matmul precision; libtorch's bf16 tensors (1.13 has no bf16 path for float32 CPU products).
+  std::function<Runner(GemmShape)> gemm_bf16;
   std::function<Runner(BmmShape)> bmm_forward_backward;               // C = bmm(A, B); C.backward(dC)
   std::function<Runner(ToolkitShape)> softmax_forward_backward;       // y = softmax(x, -1); y.backward(dy)
   std::function<Runner(ToolkitShape)> cross_entropy_forward_backward; // cross_entropy(logits, t).backward()
@@ -298,6 +301,7 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
   if (backend.fma_peak && backend.fma_flops_per_thread)
     add(backend.fma_peak, "fma_peak", std::to_string(backend.fma_flops_per_thread()), kFmaPerIteration);
   for (const GemmShape& s : kGemmShapes) add(backend.gemm, "gemm", dims({s.M, s.K, s.N}), s);
+  for (const GemmShape& s : kGemmShapes) add(backend.gemm_bf16, "gemm_bf16", dims({s.M, s.K, s.N}), s);
   for (const BmmShape& s : kBmmShapes) add(backend.bmm_forward_backward, "bmm_fwd_bwd", dims({s.B, s.M, s.K, s.N}), s);
   for (const TrainShape& s : kTrainShapes) add(backend.train_step, "train_step", dims({s.batch, s.in, s.hidden}), s);
   for (const ToolkitShape& s : kToolkitShapes) {

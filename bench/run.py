@@ -255,7 +255,7 @@ def conv_shape(shape):
 def gflops(case, ms):
     """Training step: 2·B·IN·H for the forward matmul + 2·B·IN·H for the weight gradient. The input
     gradient (another 2·B·IN·H) is not counted: x is data, neither library computes it.
-    GEMM M×K×N: 2·M·K·N. bmm forward+backward B×M×K×N: 6·B·M·K·N. FMA peak: the FLOPs per thread and iteration in its name, times threads."""
+    GEMM M×K×N (float32 or bf16 products): 2·M·K·N. bmm forward+backward B×M×K×N: 6·B·M·K·N. FMA peak: the FLOPs per thread and iteration in its name, times threads."""
     family, shape = case.split("/")
     if family == "fma_peak":
         return None  # needs the thread count: see peak_gflops
@@ -267,7 +267,7 @@ def gflops(case, ms):
         b, m, k, n = (int(s) for s in shape.split("x"))
         return 6.0 * b * m * k * n / (ms * 1e-3) / 1e9
     b, i, h = (int(s) for s in shape.split("x"))
-    return (2.0 if family == "gemm" else 4.0) * b * i * h / (ms * 1e-3) / 1e9
+    return (2.0 if family in ("gemm", "gemm_bf16") else 4.0) * b * i * h / (ms * 1e-3) / 1e9
 
 
 def peak_gflops(case, threads, ms):
@@ -414,7 +414,8 @@ def main():
             ratio = torch_ms / tg_ms if torch_ms else None
             bandwidth = gbps(case, tg_ms)
             fraction = 100.0 * bandwidth / triad[threads] if bandwidth and threads in triad else None
-            computes = family in ("train_step", "gemm", "bmm_fwd_bwd", "conv2d_fwd_bwd")
+            # gemm_bf16's % FMA peak is of the float32 peak: vdpbf16ps can reach 200%.
+            computes = family in ("train_step", "gemm", "gemm_bf16", "bmm_fwd_bwd", "conv2d_fwd_bwd")
             tg_flops = gflops(case, tg_ms) if computes else None
             if family == "fma_peak":
                 tg_flops = peak.get(threads)

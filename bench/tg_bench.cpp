@@ -111,6 +111,18 @@ bench::Runner gemm(bench::GemmShape shape) {
           [s] { return all_finite(s->c); }};
 }
 
+// The same product at "medium" matmul precision: bf16 factors, float32 sums (vdpbf16ps where the
+// CPU has AVX512-BF16), float32 tensors in and out.
+bench::Runner gemm_bf16(bench::GemmShape shape) {
+  bench::Runner float32 = gemm(shape);
+  return {[step = float32.step] {
+            tg::set_float32_matmul_precision("medium");
+            step();
+            tg::set_float32_matmul_precision("highest");
+          },
+          float32.outputs_finite};
+}
+
 // C = bmm(A, B) with A: [B, M, K], B: [B, K, N], float32, then C.backward(dC): dA and dB, the
 // gradients reset to undefined before each iteration.
 bench::Runner bmm_forward_backward(bench::BmmShape shape) {
@@ -432,6 +444,7 @@ int main(int argc, char** argv) {
       .stream_copy = stream_copy,
       .stream_triad = stream_triad,
       .gemm = gemm,
+      .gemm_bf16 = gemm_bf16,
       .bmm_forward_backward = bmm_forward_backward,
       .softmax_forward_backward = softmax_forward_backward,
       .cross_entropy_forward_backward = cross_entropy_forward_backward,

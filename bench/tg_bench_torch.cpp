@@ -101,6 +101,22 @@ bench::Runner gemm(bench::GemmShape shape) {
           [s] { return all_finite({s->c}); }};
 }
 
+// C = A·B on bf16 tensors (oneDNN's bf16 GEMM: bf16 products, float32 sums, the result rounded to
+// bf16); libtorch 1.13 has no bf16 path for float32 CPU products.
+bench::Runner gemm_bf16(bench::GemmShape shape) {
+  struct State {
+    torch::Tensor a, b, c;
+  };
+  auto s = std::make_shared<State>(State{torch::randn({shape.M, shape.K}).to(torch::kBFloat16),
+                                         torch::randn({shape.K, shape.N}).to(torch::kBFloat16), {}});
+  return {[s] {
+            torch::NoGradGuard no_grad;
+            s->c = torch::Tensor();
+            s->c = torch::matmul(s->a, s->b);
+          },
+          [s] { return all_finite({s->c.to(torch::kFloat32)}); }};
+}
+
 // C = torch::bmm(A, B), then C.backward(dC); gradients reset with set_to_none.
 bench::Runner bmm_forward_backward(bench::BmmShape shape) {
   struct State {
@@ -358,6 +374,7 @@ int main(int argc, char** argv) {
       .stream_copy = {},  // the memcpy and STREAM references are measured by tg_bench only
       .stream_triad = {},
       .gemm = gemm,
+      .gemm_bf16 = gemm_bf16,
       .bmm_forward_backward = bmm_forward_backward,
       .softmax_forward_backward = softmax_forward_backward,
       .cross_entropy_forward_backward = cross_entropy_forward_backward,

@@ -24,6 +24,7 @@
 #include "tapegrad/dtype.hpp"
 #include "tapegrad/error.hpp"
 #include "tapegrad/gradcheck.hpp"
+#include "tapegrad/matmul_precision.hpp"
 #include "tapegrad/autograd/function.hpp"  // custom autograd functions (tg::autograd::Function)
 #include "tapegrad/autograd/functional.hpp"  // tg::autograd::functional: vjp, jvp, hvp, vhp, jacobian, hessian
 #include "tapegrad/npy.hpp"

@@ -10,7 +10,8 @@
 //   backward recomputes P_ij = e^(s_ij − lse_i) tile by tile, and with D_i = Σ_e dO_ie·O_ie
 //   (= Σ_j p̃_ij dp̃_ij, since O = P̃·V):
 //     dV_j += P̃ᵀ dO,  dP̃ = dO·Vᵀ,  dS = scale · (P̃ ∘ dP̃ − P ∘ D),  dQ += dS·K,  dK += dSᵀ·Q.
-// The tile products run on the small GEMM of this level (ops/small_gemm_kernels.hpp), the
+// The tile products run on the small GEMM of this level (ops/small_gemm_kernels.hpp; core's bf16
+// product at "medium" matmul precision), the
 // exponentials on simd_exp.hpp's float exp (float32) or libm's (float64).
 //
 // Determinism: forward tasks are (head, query tile) pairs that share nothing; a backward task is
@@ -24,6 +25,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "ops/gemm.hpp"
+#include "ops/matmul_precision.hpp"
 #include "ops/small_gemm_kernels.hpp"
 #include "parallel_for.hpp"
 #include "simd_exp.hpp"
@@ -65,9 +68,16 @@ inline bool kept(uint64_t seed, uint64_t index, double keep_probability) {
   return static_cast<double>(z >> 11) * 0x1p-53 < keep_probability;
 }
 
+// A tile product: this level's small GEMM, or at "medium" matmul precision core's bf16 product
+// (ops/gemm.hpp), which rounds the factors and sums in the same order.
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
           int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+  if constexpr (std::is_same_v<T, float>)
+    if (float32_products_in_bf16()) {
+      gemm_on_calling_thread(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+      return;
+    }
   small_gemm_kernels.of<T>().gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 

@@ -63,6 +63,8 @@ CpuFeatures read_cpu_features() {
     f.avx512dq = bit(leaf7.ebx, 17) && os_saves_avx512;
     f.avx512bw = bit(leaf7.ebx, 30) && os_saves_avx512;
     f.avx512vl = bit(leaf7.ebx, 31) && os_saves_avx512;
+    // Leaf 7's EAX is its highest subleaf; subleaf 1 lists the newer extensions.
+    if (leaf7.eax >= 1) f.avx512bf16 = bit(cpuid(7, 1).eax, 5) && os_saves_avx512;
   }
 
   if (__get_cpuid_max(0x80000000u, nullptr) >= 0x80000004u) {

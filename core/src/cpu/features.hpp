@@ -20,6 +20,9 @@ struct CpuFeatures {
   bool avx512bw = false;
   bool avx512dq = false;
   bool avx512vl = false;
+  // vdpbf16ps and the bf16 conversions (AMD Zen 4 and later, Intel Cooper Lake and later), with the
+  // OS saving the AVX-512 state.
+  bool avx512bf16 = false;
 };
 
 // Read on first use (thread-safe: a function-local static), then constant for the process.

@@ -11,6 +11,7 @@
 
 #include "cpu/features.hpp"
 #include "cpu/vector_isa.hpp"
+#include "ops/gemm_bf16.hpp"
 #include "tapegrad/error.hpp"
 
 namespace tg::detail {
@@ -269,6 +270,45 @@ std::vector<std::string> gemm_kernel_names() {
 #endif
   names.emplace_back("eigen");
   return names;
+}
+
+namespace {
+
+// The AVX512-BF16 kernel packs both factors (its panels hold bf16 pairs) and runs at twice the
+// float32 rate, so it takes products down to 32³ (as the float32 kernel does with a Bᵀ, whose
+// packing it needs too); below, the small-product kernel on rounded copies of the factors.
+constexpr int64_t kBf16From = int64_t{1} << 15;
+
+GemmKernel choose_bf16_kernel() {
+  const char* forced = std::getenv("TG_GEMM_KERNEL");
+  const bool tapegrad_forced = forced != nullptr && std::string(forced) == "tapegrad";
+  GemmKernel kernel = tapegrad_kernel("");
+  kernel.flush_denormals = true;
+  kernel.bf16 = bf16_micro_kernel();
+  if (kernel.bf16) {
+    kernel.name = "tapegrad-avx512bf16";
+    kernel.packed_from = kernel.packed_from_trans_b = kBf16From;
+  } else {
+    kernel.name = "tapegrad-bf16-emulated";
+  }
+  // TG_GEMM_KERNEL=tapegrad: every product but the tiny ones in the blocked loops, as for float32.
+  if (tapegrad_forced) kernel.packed_from = kernel.packed_from_trans_b = kTinyProduct;
+  kernel.reason =
+      kernel.bf16 ? concat("AVX512-BF16: vdpbf16ps from 2^", std::countr_zero(static_cast<uint64_t>(kernel.packed_from)),
+                           " multiply-adds, the small-product kernel (", name(vector_isa()),
+                           ") on bf16-rounded factors below")
+                  : concat(cpu_features().avx512bf16 ? "vector level " + std::string(name(vector_isa())) + " (AVX512-BF16 off)"
+                                                     : std::string("no AVX512-BF16"),
+                           ": bf16-rounded factors on tapegrad's float32 kernels (", name(vector_isa()),
+                           ") with FTZ and DAZ, the same bits");
+  return kernel;
+}
+
+}  // namespace
+
+const GemmKernel& bf16_gemm_kernel() {
+  static const GemmKernel kernel = choose_bf16_kernel();
+  return kernel;
 }
 
 const GemmKernel& gemm_kernel() {

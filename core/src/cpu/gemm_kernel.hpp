@@ -16,6 +16,8 @@
 
 namespace tg::detail {
 
+struct Bf16MicroKernel;
+
 struct GemmKernel {
   std::string name;    // as TG_GEMM_KERNEL spells it: "tapegrad", "blis-skx", "blis-haswell", ..., "eigen"
   std::string reason;  // why this one, e.g. "vector level avx512: tapegrad's micro-kernel (avx512) from ..."
@@ -33,12 +35,22 @@ struct GemmKernel {
   // The products the blocked loops do not take run on tapegrad's own kernel, compiled per vector
   // level (ops/small_gemm_kernels.cpp), when set, else on Eigen (compiled with the library's flags).
   bool small_on_vector_kernel = false;
+  // "medium" matmul precision (bf16_gemm_kernel()): the factors are rounded to bf16 and every
+  // multiply-add runs with FTZ and DAZ (ops/gemm_bf16.hpp), on the AVX512-BF16 micro-kernel in the
+  // blocked loops when `bf16` is set, else on tapegrad's float32 kernels.
+  bool flush_denormals = false;
+  const Bf16MicroKernel* bf16 = nullptr;
 };
 
 // Chosen on first use (thread-safe), then constant for the process. Throws tg::Error when
 // TG_GEMM_KERNEL names a kernel that does not exist or that this CPU cannot run, or when
 // BLIS_ARCH_TYPE holds a value BLIS would abort on; the next call tries again.
 const GemmKernel& gemm_kernel();
+
+// The kernel of float32 products at "medium" precision: tapegrad's kernels only, whatever
+// TG_GEMM_KERNEL says (its choice of BLIS or Eigen does not run bf16 products), on AVX512-BF16
+// when the CPU has it and the vector level is avx512. Chosen on first use, as gemm_kernel().
+const GemmKernel& bf16_gemm_kernel();
 
 // The values TG_GEMM_KERNEL accepts on this CPU, "auto" first.
 std::vector<std::string> gemm_kernel_names();

@@ -9,7 +9,10 @@
 #include <algorithm>
 
 #include "cpu/gemm_kernel.hpp"
+#include "kernel_buffer.hpp"
+#include "ops/gemm_bf16.hpp"
 #include "ops/gemm_blocked.hpp"
+#include "ops/matmul_precision.hpp"
 #include "ops/small_gemm_kernels.hpp"
 #include "parallel_for.hpp"
 
@@ -31,13 +34,64 @@ constexpr int64_t kMaxTiles = 2;
 // tiles stay large: the packing then costs ~1/kMinTileSize of the multiply.
 constexpr int64_t kMinTileSize = 256;
 
+// The kernel of a product of T at the matmul precision in force.
+template <typename T>
+const GemmKernel& product_kernel() {
+  if constexpr (std::is_same_v<T, float>)
+    if (float32_products_in_bf16()) return bf16_gemm_kernel();
+  return gemm_kernel();
+}
+
+bool in_blocked_loops(const GemmKernel& kernel, bool trans_b, int64_t work) {
+  return kernel.packed && work >= (trans_b ? kernel.packed_from_trans_b : kernel.packed_from);
+}
+
+// A stored matrix (rows × cols, row stride ld) rounded to bf16 values, contiguous (ops/gemm_bf16.hpp).
+struct RoundedToBf16 {
+  KernelBuffer<float> values;
+  int64_t ld;
+  RoundedToBf16(const float* matrix, int64_t rows, int64_t cols, int64_t ld_matrix, bool in_parallel)
+      : values(rows * cols), ld(cols) {
+    auto round_rows = [&](int64_t begin, int64_t end) {
+      round_matrix_to_bf16(matrix + begin * ld_matrix, ld_matrix, end - begin, cols, values.data() + begin * cols, cols);
+    };
+    if (in_parallel) parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(cols, 1)), round_rows);
+    else round_rows(0, rows);
+  }
+};
+
+// serial_gemm of a bf16 product (kernel.flush_denormals): the AVX512-BF16 kernel rounds the factors
+// as it packs them; the float32 kernels take rounded copies and run with FTZ and DAZ. The same bits
+// either way (ops/gemm_bf16.hpp).
+void serial_bf16_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                      const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  const int64_t work = M * N * K;
+  const bool blocked = in_blocked_loops(kernel, trans_b, work);
+  if (blocked && kernel.bf16) {
+    blocked_gemm(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    return;
+  }
+  const RoundedToBf16 a(A, trans_a ? K : M, trans_a ? M : K, lda, false);
+  const RoundedToBf16 b(B, trans_b ? N : K, trans_b ? K : N, ldb, false);
+  const FlushDenormals flushed;
+  if (blocked) blocked_gemm(kernel, trans_a, trans_b, M, N, K, a.values.data(), a.ld, b.values.data(), b.ld, C, ldc, accumulate);
+  else
+    small_gemm_kernels_for_cpu().of<float>().gemm(trans_a, trans_b, M, N, K, a.values.data(), a.ld, b.values.data(),
+                                                  b.ld, C, ldc, accumulate);
+}
+
 // C[M, N] (+)= op(A)·op(B) on one thread, on the kernel that `kernel` gives this product's size.
 // lda/ldb/ldc are the row strides of the stored matrices.
 template <typename T>
 void serial_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
                  int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+  if constexpr (std::is_same_v<T, float>)
+    if (kernel.flush_denormals) {
+      serial_bf16_gemm(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+      return;
+    }
   const int64_t work = M * N * K;
-  if (kernel.packed && work >= (trans_b ? kernel.packed_from_trans_b : kernel.packed_from)) {
+  if (in_blocked_loops(kernel, trans_b, work)) {
     // The micro-kernel does the arithmetic, inside our blocked loops and packing
     // (ops/gemm_blocked.cpp). One serial call per tile computes the same sums for the same sizes,
     // whatever the thread count.
@@ -85,7 +139,7 @@ void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
       for (int64_t i = 0; i < batch; ++i) std::fill(C + i * stride_c, C + i * stride_c + M * N, T(0));
     return;
   }
-  const GemmKernel& kernel = gemm_kernel();  // may throw tg::Error (a bad TG_GEMM_KERNEL): before any work
+  const GemmKernel& kernel = product_kernel<T>();  // may throw tg::Error (a bad TG_GEMM_KERNEL): before any work
   const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
   // The pieces are a function of batch, M, N and K only, never of the thread count: each element
   // of C is computed by one serial call with the whole K, so results are bitwise identical at any
@@ -99,10 +153,23 @@ void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
   // each split by the loops themselves (ops/gemm_blocked.cpp), which pack the operand the threads
   // share once and keep the micro-tile grid and K blocks of a serial run, so the bits are the
   // serial kernel's at any thread count.
-  if (tiles > 1 && kernel.packed && work >= (trans_b ? kernel.packed_from_trans_b : kernel.packed_from)) {
-    for (int64_t i = 0; i < batch; ++i)
-      parallel_blocked_gemm(kernel, trans_a, trans_b, M, N, K, A + i * stride_a, lda, B + i * stride_b, ldb,
-                            C + i * stride_c, N, accumulate);
+  if (tiles > 1 && in_blocked_loops(kernel, trans_b, work)) {
+    for (int64_t i = 0; i < batch; ++i) {
+      const T* a_matrix = A + i * stride_a;
+      const T* b_matrix = B + i * stride_b;
+      if constexpr (std::is_same_v<T, float>)
+        if (kernel.flush_denormals && !kernel.bf16) {
+          // bf16 products on the float32 kernels: rounded copies of the factors, made once for
+          // all threads (the blocked loops run with FTZ and DAZ on each).
+          const RoundedToBf16 a(a_matrix, trans_a ? K : M, trans_a ? M : K, lda, true);
+          const RoundedToBf16 b(b_matrix, trans_b ? N : K, trans_b ? K : N, ldb, true);
+          parallel_blocked_gemm(kernel, trans_a, trans_b, M, N, K, a.values.data(), a.ld, b.values.data(), b.ld,
+                                C + i * stride_c, N, accumulate);
+          continue;
+        }
+      parallel_blocked_gemm(kernel, trans_a, trans_b, M, N, K, a_matrix, lda, b_matrix, ldb, C + i * stride_c, N,
+                            accumulate);
+    }
     return;
   }
   const int64_t row_tiles = std::clamp<int64_t>(M / kMinTileSize, 1, tiles);
@@ -144,7 +211,7 @@ void gemm_on_calling_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, in
       for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
     return;
   }
-  serial_gemm<T>(gemm_kernel(), trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  serial_gemm<T>(product_kernel<T>(), trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, const float*, float*, bool);

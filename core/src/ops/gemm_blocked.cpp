@@ -26,9 +26,11 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
+#include "ops/gemm_bf16.hpp"
 #include "ops/gemm_micro_kernels.hpp"
 #include "ops/gemm_pack_kernels.hpp"
 #include "parallel_for.hpp"
@@ -104,9 +106,15 @@ constexpr int64_t kDirectAPanels = 16;
 // whole product (pieces start on multiples of MR rows and NR columns; MC and NC are multiples of
 // them), and each C'[i, j] is the micro-kernel's sum over the same K blocks: which piece, and which
 // thread, computes an element never changes its bits.
-template <typename T>
+// The packed panels hold elements of T, or bf16 pairs (Panel = Bf16Pair) for the AVX512-BF16
+// kernel: a panel of depth kc then holds depth_of(kc) = ⌈kc/2⌉ rows of pairs.
+template <typename T, typename Panel = T>
 struct BlockedProduct {
-  const GemmMicroKernels<T>* ours = nullptr;  // tapegrad's micro-kernel, or BLIS's:
+  static constexpr bool kBf16 = !std::is_same_v<Panel, T>;
+  static_assert(!kBf16 || (std::is_same_v<T, float> && std::is_same_v<Panel, Bf16Pair>));
+  static constexpr int64_t depth_of(int64_t k) { return kBf16 ? (k + 1) / 2 : k; }
+  const GemmMicroKernels<T>* ours = nullptr;  // tapegrad's micro-kernel, the AVX512-BF16 one, or BLIS's:
+  const Bf16MicroKernel* bf16 = nullptr;
 #ifdef TG_HAVE_BLIS
   static constexpr num_t dt = std::is_same_v<T, float> ? BLIS_FLOAT : BLIS_DOUBLE;
   cntx_t* context = nullptr;
@@ -125,6 +133,9 @@ struct BlockedProduct {
   // op(A) = A row-major, a tenth of a Linear's time at K = 128 (the kernel broadcasts A's elements
   // one at a time, from any strides, so in place costs it nothing).
   bool direct_a = false, direct_b = false;
+  // The factors are bf16-rounded copies, multiplied by the float32 kernel with FTZ and DAZ
+  // (ops/gemm_bf16.hpp).
+  bool flush_denormals = false;
 
   BlockedProduct(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K_, const T* A,
                  int64_t lda, const T* B, int64_t ldb, T* C_, int64_t ldc, bool accumulate_)
@@ -150,7 +161,14 @@ struct BlockedProduct {
       transpose_c = bli_cntx_l3_nat_ukr_prefers_cols_dt(dt, BLIS_GEMM_UKR, context);
     } else
 #endif
-    {
+        if constexpr (kBf16) {
+      bf16 = kernel.bf16;
+      MR = pack_mr = bf16->mr;
+      NR = pack_nr = bf16->nr;
+      KC = KC_max = bf16->kc;
+      MC = MC_max = bf16->mc;
+      NC = NC_max = bf16->nc;
+    } else {
       ours = &gemm_micro_kernels_for_cpu().of<T>();
       MR = pack_mr = ours->mr;
       NR = pack_nr = ours->nr;
@@ -173,6 +191,18 @@ struct BlockedProduct {
     cs_c = transpose_c ? ldc : 1;
     direct_b = ours != nullptr && b_columns.row_step == 1 && ceil_div(m, MR) <= kDirectBPanels;
     direct_a = ours != nullptr && ceil_div(n, NR) <= kDirectAPanels;
+    flush_denormals = kernel.flush_denormals;
+  }
+
+  // Packs `source`'s rows [0, rows), columns [0, depth) into micro-panels; B's bf16 panels pad an
+  // odd depth with −0 (ops/gemm_bf16.hpp).
+  void pack(Strided<T> source, int64_t rows, int64_t depth, int64_t panel_rows, int64_t pack_rows,
+            int64_t panel_step, Panel* packed, bool is_b) const {
+    if constexpr (kBf16)
+      bf16->pack_panels(source.data, source.row_step, source.col_step, rows, depth, panel_rows, pack_rows,
+                        panel_step, is_b ? 0x8000 : 0, packed);
+    else
+      pack_panels(source, rows, depth, panel_rows, pack_rows, panel_step, packed);
   }
 
   // A whole operand packed ahead (`rows` rows of `source` in panels of `panel_rows`, padded to
@@ -180,21 +210,21 @@ struct BlockedProduct {
   // columns' worth of panels before it, so it begins at pc·panels·pack_rows, and its panel q at
   // q·kc·pack_rows from there, the layout pack_panels writes for one block.
   struct Packed {
-    const T* data;
+    const Panel* data;
     int64_t panels, pack_rows;
-    const T* block(int64_t pc, int64_t kc, int64_t first_panel) const {
-      return data + pc * panels * pack_rows + first_panel * kc * pack_rows;
+    const Panel* block(int64_t pc, int64_t kc, int64_t first_panel) const {
+      return data + depth_of(pc) * panels * pack_rows + first_panel * depth_of(kc) * pack_rows;
     }
   };
 
   // Packs panels [first, last) of `source` (all of its K blocks) into `to`'s layout.
-  void pack_ahead(Strided<T> source, int64_t rows, int64_t panel_rows, const Packed& to, int64_t first,
+  void pack_ahead(Strided<T> source, bool is_b, int64_t rows, int64_t panel_rows, const Packed& to, int64_t first,
                   int64_t last) const {
     const int64_t row0 = first * panel_rows, row1 = std::min(rows, last * panel_rows);
     for (int64_t pc = 0, kc; pc < K; pc += kc) {
       kc = next_block(K - pc, KC, KC_max);
-      pack_panels(source.at(row0, pc), row1 - row0, kc, panel_rows, to.pack_rows, kc * to.pack_rows,
-                  const_cast<T*>(to.block(pc, kc, first)));
+      pack(source.at(row0, pc), row1 - row0, kc, panel_rows, to.pack_rows, depth_of(kc) * to.pack_rows,
+           const_cast<Panel*>(to.block(pc, kc, first)), is_b);
     }
   }
 
@@ -204,9 +234,13 @@ struct BlockedProduct {
     // Per-thread buffers for this piece's largest blocks (a last block may reach the maximum size;
     // never the whole MC × KC when the product is smaller).
     thread_local PackBuffer a_buffer, b_buffer;
-    const int64_t kc_most = std::min(K, KC_max);
-    T* a_packed = a_ahead ? nullptr : a_buffer.get<T>(ceil_div(std::min(m1 - m0, MC_max), MR) * kc_most * pack_mr);
-    T* b_packed = b_ahead ? nullptr : b_buffer.get<T>(ceil_div(std::min(n1 - n0, NC_max), NR) * kc_most * pack_nr);
+    std::optional<FlushDenormals> flushed;
+    if (flush_denormals) flushed.emplace();
+    const int64_t kc_most = depth_of(std::min(K, KC_max));
+    Panel* a_packed =
+        a_ahead ? nullptr : a_buffer.get<Panel>(ceil_div(std::min(m1 - m0, MC_max), MR) * kc_most * pack_mr);
+    Panel* b_packed =
+        b_ahead ? nullptr : b_buffer.get<Panel>(ceil_div(std::min(n1 - n0, NC_max), NR) * kc_most * pack_nr);
     alignas(64) T edge[kMaxMicroTile];  // an edge tile, MR × NR in the kernel's preferred storage
     const int64_t edge_rs = transpose_c ? 1 : NR, edge_cs = transpose_c ? MR : 1;
     TileCall call(*this);
@@ -216,21 +250,23 @@ struct BlockedProduct {
         kc = next_block(K - pc, KC, KC_max);
         // The first K block overwrites C unless accumulating; the later ones continue from it.
         const bool load_c = pc > 0 || accumulate;
-        const T* b_block = b_packed;
+        const int64_t kp = depth_of(kc);  // the panels' depth: kc, or its pairs
+        const Panel* b_block = b_packed;
         if (b_ahead) b_block = b_ahead->block(pc, kc, jc / NR);
-        else if (!direct_b) pack_panels(b_columns.at(jc, pc), nc, kc, NR, pack_nr, kc * pack_nr, b_packed);
+        else if (!direct_b) pack(b_columns.at(jc, pc), nc, kc, NR, pack_nr, kp * pack_nr, b_packed, true);
         // (a B' read in place has only its last, narrow panel packed, below)
         for (int64_t ic = m0, mc; ic < m1; ic += mc) {
           mc = next_block(m1 - ic, MC, MC_max);
-          const T* a_block = a_packed;
+          const Panel* a_block = a_packed;
           if (a_ahead) a_block = a_ahead->block(pc, kc, ic / MR);
-          else if (!direct_a) pack_panels(a_rows.at(ic, pc), mc, kc, MR, pack_mr, kc * pack_mr, a_packed);
+          else if (!direct_a) pack(a_rows.at(ic, pc), mc, kc, MR, pack_mr, kp * pack_mr, a_packed, false);
           call.set_blocks(kc);
           const int64_t a_panels = ceil_div(mc, MR), b_panels = ceil_div(nc, NR);
           for (int64_t jr = 0; jr < b_panels; ++jr) {
-            const T* b_panel = b_block + jr * kc * pack_nr;
+            const Panel* b_panel = b_block + jr * kp * pack_nr;
             int64_t b_step = pack_nr;
-            if (direct_b && !b_ahead) {
+            if constexpr (!kBf16)  // (bf16 panels are always packed)
+              if (direct_b && !b_ahead) {
               // A whole panel in place; the last, narrower one packed once per K block (its
               // padding columns zero) into the buffer no other panel uses.
               const Strided<T> panel = b_columns.at(jc + jr * NR, pc);
@@ -238,15 +274,16 @@ struct BlockedProduct {
               b_panel = panel.data;
               b_step = panel.col_step;
               if (columns < NR) {
-                if (ic == m0) pack_panels(panel, columns, kc, NR, pack_nr, 0, b_packed);
+                if (ic == m0) pack(panel, columns, kc, NR, pack_nr, 0, b_packed, true);
                 b_panel = b_packed;
                 b_step = pack_nr;
               }
             }
             for (int64_t ir = 0; ir < a_panels; ++ir) {
-              const T* a_panel = a_block + ir * kc * pack_mr;
+              const Panel* a_panel = a_block + ir * kp * pack_mr;
               int64_t a_row_step = 1, a_col_step = pack_mr;
-              if (direct_a && !a_ahead) {
+              if constexpr (!kBf16)
+                if (direct_a && !a_ahead) {
                 // As B' above: a whole panel in place, the last, shorter one packed (once per
                 // block of A', at the first panel of B').
                 const Strided<T> panel = a_rows.at(ic + ir * MR, pc);
@@ -255,7 +292,7 @@ struct BlockedProduct {
                 a_row_step = panel.row_step;
                 a_col_step = panel.col_step;
                 if (rows < MR) {
-                  if (jr == 0) pack_panels(panel, rows, kc, MR, pack_mr, 0, a_packed);
+                  if (jr == 0) pack(panel, rows, kc, MR, pack_mr, 0, a_packed, false);
                   a_panel = a_packed;
                   a_row_step = 1;
                   a_col_step = pack_mr;
@@ -263,8 +300,8 @@ struct BlockedProduct {
               }
               // The panels the kernel may prefetch next: the next of A, or the first with the next B.
               const bool last_a = ir + 1 == a_panels;
-              call.set_next(last_a ? a_block : a_panel + kc * pack_mr,
-                            last_a && jr + 1 < b_panels ? b_panel + kc * pack_nr : b_panel);
+              call.set_next(last_a ? a_block : a_panel + kp * pack_mr,
+                            last_a && jr + 1 < b_panels ? b_panel + kp * pack_nr : b_panel);
               const int64_t i0 = ic + ir * MR, j0 = jc + jr * NR;
               const int64_t rows = std::min(MR, m - i0), cols = std::min(NR, n - j0);
               T* c = C + i0 * rs_c + j0 * cs_c;
@@ -308,17 +345,21 @@ struct BlockedProduct {
       bli_auxinfo_set_ps_b(kc * product_.pack_nr, &aux_);
 #endif
     }
-    void set_next([[maybe_unused]] const T* a, [[maybe_unused]] const T* b) {
+    void set_next([[maybe_unused]] const Panel* a, [[maybe_unused]] const Panel* b) {
 #ifdef TG_HAVE_BLIS
-      bli_auxinfo_set_next_a(const_cast<T*>(a), &aux_);
-      bli_auxinfo_set_next_b(const_cast<T*>(b), &aux_);
+      bli_auxinfo_set_next_a(const_cast<Panel*>(a), &aux_);
+      bli_auxinfo_set_next_b(const_cast<Panel*>(b), &aux_);
 #endif
     }
     // C (+)= A panel · B panel over depth kc, C at `c` with strides rs, cs (cs = 1 for ours); the A
     // panel's element (r, p) at r·a_row_step + p·a_col_step, the B panel's rows b_step apart
     // (BLIS's kernel: both always packed).
-    void operator()(int64_t kc, const T* a_panel, int64_t a_row_step, int64_t a_col_step, const T* b_panel,
+    void operator()(int64_t kc, const Panel* a_panel, int64_t a_row_step, int64_t a_col_step, const Panel* b_panel,
                     int64_t b_step, bool load_c, T* c, int64_t rs, [[maybe_unused]] int64_t cs) {
+      if constexpr (kBf16) {
+        product_.bf16->tile(a_panel, b_panel, depth_of(kc), c, rs, load_c);
+        return;
+      } else {
 #ifdef TG_HAVE_BLIS
       if (product_.blis_kernel) {
         T one = T(1), zero = T(0);
@@ -328,6 +369,7 @@ struct BlockedProduct {
       }
 #endif
       product_.ours->tile(1, &a_panel, a_row_step, a_col_step, &b_panel, b_step, kc, c, rs, load_c);
+      }
     }
 
    private:
@@ -375,19 +417,9 @@ SharedPackPool& shared_pack_pool() {
 // [p·panels/pieces, (p+1)·panels/pieces).
 int64_t piece_start(int64_t piece, int64_t panels, int64_t pieces) { return piece * panels / pieces; }
 
-}  // namespace
-
-template <typename T>
-void blocked_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
-                  int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
-  const BlockedProduct<T> product(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-  product.run(0, product.m, 0, product.n, nullptr, nullptr);
-}
-
-template <typename T>
-void parallel_blocked_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
-                           int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
-  const BlockedProduct<T> product(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+// The product on the threads of the current arena (parallel_blocked_gemm's contract).
+template <typename Product>
+void run_in_parallel(const Product& product) {
   const int64_t threads = tbb::this_task_arena::max_concurrency();
   const int64_t m_panels = ceil_div(product.m, product.MR), n_panels = ceil_div(product.n, product.NR);
   // Split the rows of A' (BLIS's ic loop, as BLIS and OpenBLAS do): each thread packs its own A'
@@ -421,18 +453,19 @@ void parallel_blocked_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b,
     });
     return;
   }
+  using Panel = std::remove_const_t<std::remove_pointer_t<decltype(Product::Packed::data)>>;
   std::unique_ptr<PackBuffer> buffer = shared_pack_pool().take();
   const int64_t ahead_panels = split_rows ? n_panels : m_panels;
   const int64_t ahead_rows = split_rows ? product.pack_nr : product.pack_mr;
-  const typename BlockedProduct<T>::Packed ahead{buffer->get<T>(ahead_panels * product.K * ahead_rows), ahead_panels,
-                                                  ahead_rows};
+  const typename Product::Packed ahead{buffer->get<Panel>(ahead_panels * Product::depth_of(product.K) * ahead_rows),
+                                       ahead_panels, ahead_rows};
   const int64_t ahead_pieces = std::min(ahead_panels, 4 * threads);
   parallel_for(ahead_pieces, 1, [&](int64_t begin, int64_t end) {
     for (int64_t piece = begin; piece < end; ++piece) {
       const int64_t first = piece_start(piece, ahead_panels, ahead_pieces);
       const int64_t last = piece_start(piece + 1, ahead_panels, ahead_pieces);
-      if (split_rows) product.pack_ahead(product.b_columns, product.n, product.NR, ahead, first, last);
-      else product.pack_ahead(product.a_rows, product.m, product.MR, ahead, first, last);
+      if (split_rows) product.pack_ahead(product.b_columns, true, product.n, product.NR, ahead, first, last);
+      else product.pack_ahead(product.a_rows, false, product.m, product.MR, ahead, first, last);
     }
   });
   parallel_for(pieces, 1, [&](int64_t begin, int64_t end) {
@@ -446,6 +479,34 @@ void parallel_blocked_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b,
     }
   });
   shared_pack_pool().give_back(std::move(buffer));
+}
+
+// Runs `body` on the BlockedProduct of this kernel: on bf16 panels for the AVX512-BF16 kernel.
+template <typename T, typename Body>
+void with_product(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
+                  int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate, Body&& body) {
+  if constexpr (std::is_same_v<T, float>)
+    if (kernel.bf16) {
+      body(BlockedProduct<float, Bf16Pair>(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate));
+      return;
+    }
+  body(BlockedProduct<T>(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate));
+}
+
+}  // namespace
+
+template <typename T>
+void blocked_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
+                  int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+  with_product(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate,
+               [](const auto& product) { product.run(0, product.m, 0, product.n, nullptr, nullptr); });
+}
+
+template <typename T>
+void parallel_blocked_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A,
+                           int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+  with_product(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate,
+               [](const auto& product) { run_in_parallel(product); });
 }
 
 template void blocked_gemm<float>(const GemmKernel&, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,

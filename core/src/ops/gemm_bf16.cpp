@@ -1,0 +1,172 @@
+// The AVX512-BF16 micro-kernel and its packing (ops/gemm_bf16.hpp), compiled for AVX512-BF16 by
+// function attributes inside the baseline library and called only when the CPU has it; and the
+// rounding and MXCSR guard the float32 kernels use to compute the same bits elsewhere.
+//
+// The tile is the float32 AVX-512 kernel's (ops/gemm_micro_kernels.cpp): 8 rows × 2 vectors of 16
+// float32 accumulators, for the same reasons (16 independent chains cover the multiply-add latency;
+// 0.63 loads per multiply-add instruction). Each vdpbf16ps does two multiply-adds per lane, so the
+// tile runs at twice the float32 rate from panels half the size.
+#include "ops/gemm_bf16.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+
+#include "cpu/features.hpp"
+#include "cpu/vector_isa.hpp"
+
+// GCC 12's AVX-512 intrinsic headers start some vectors from _mm512_undefined_ps(), which it then
+// reports as maybe uninitialised once inlined here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define TG_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma")))
+
+namespace tg::detail {
+
+namespace {
+
+constexpr int64_t kRows = 8;
+constexpr int64_t kColumns = 32;
+
+// The words of 16 lanes: each lane's two bf16 of consecutive k, the even one high.
+TG_BF16_TARGET inline __m512i pair_words(__m512 even, __m512 odd) {
+  const __m512i high = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(even)));
+  const __m512i low = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(odd)));
+  return _mm512_or_si512(_mm512_slli_epi32(high, 16), low);
+}
+
+// A panel whose rows are contiguous in the source (k strided): 16 rows of a pair of k at a time,
+// two row loads, two conversions, one store.
+TG_BF16_TARGET void pack_rows_contiguous(const float* source, int64_t col_step, int64_t rows, int64_t depth,
+                                         int64_t pack_rows, uint16_t pad, Bf16Pair* out) {
+  const int64_t pairs = (depth + 1) / 2;
+  for (int64_t j = 0; j < pairs; ++j) {
+    const float* even = source + 2 * j * col_step;
+    const bool has_odd = 2 * j + 1 < depth;
+    for (int64_t r0 = 0; r0 < pack_rows; r0 += 16) {
+      const int64_t present = std::clamp<int64_t>(rows - r0, 0, 16);
+      const __mmask16 in = static_cast<__mmask16>((1u << present) - 1);
+      const __mmask16 out_lanes = static_cast<__mmask16>((1u << std::min<int64_t>(16, pack_rows - r0)) - 1);
+      const __m512 e = _mm512_maskz_loadu_ps(in, even + r0);
+      __m512i words;
+      if (has_odd) {
+        words = pair_words(e, _mm512_maskz_loadu_ps(in, even + col_step + r0));
+      } else {
+        const __m512i high = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(e)));
+        words = _mm512_or_si512(_mm512_slli_epi32(high, 16), _mm512_maskz_set1_epi32(in, pad));
+      }
+      _mm512_mask_storeu_epi32(out + j * pack_rows + r0, out_lanes, words);
+    }
+  }
+}
+
+// A panel whose k is contiguous in the source (rows strided): 32 k of one row at a time, two loads
+// and one conversion to 16 pairs, which go to 16 rows of the panel (pack_rows apart).
+TG_BF16_TARGET void pack_depth_contiguous(const float* source, int64_t row_step, int64_t rows, int64_t depth,
+                                          int64_t pack_rows, uint16_t pad, Bf16Pair* out) {
+  const int64_t pairs = (depth + 1) / 2;
+  for (int64_t r = 0; r < pack_rows; ++r) {
+    if (r >= rows) {
+      for (int64_t j = 0; j < pairs; ++j) out[j * pack_rows + r] = 0;
+      continue;
+    }
+    const float* row = source + r * row_step;
+    for (int64_t k0 = 0; k0 < depth; k0 += 2 * 16) {
+      const int64_t present = std::min<int64_t>(32, depth - k0);
+      const __mmask16 low_lanes = static_cast<__mmask16>((1u << std::min<int64_t>(16, present)) - 1);
+      const __mmask16 high_lanes = static_cast<__mmask16>((1u << std::max<int64_t>(0, present - 16)) - 1);
+      const __m512 low = _mm512_maskz_loadu_ps(low_lanes, row + k0);
+      const __m512 high = _mm512_maskz_loadu_ps(high_lanes, row + k0 + 16);
+      // bf16 elements k0..k0+31 in order, then each lane's halves swapped: k even high.
+      const __m512i words = _mm512_rol_epi32(reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low)), 16);
+      alignas(64) Bf16Pair lane[16];
+      _mm512_store_si512(lane, words);
+      const int64_t lane_pairs = (present + 1) / 2;
+      if (present % 2) lane[lane_pairs - 1] = (lane[lane_pairs - 1] & 0xFFFF0000u) | pad;
+      for (int64_t j = 0; j < lane_pairs; ++j) out[(k0 / 2 + j) * pack_rows + r] = lane[j];
+    }
+  }
+}
+
+TG_BF16_TARGET void pack_panels(const float* source, int64_t row_step, int64_t col_step, int64_t rows, int64_t depth,
+                                int64_t panel_rows, int64_t pack_rows, int64_t panel_step, uint16_t pad,
+                                Bf16Pair* packed) {
+  for (int64_t q = 0, row0 = 0; row0 < rows; ++q, row0 += panel_rows) {
+    const float* panel = source + row0 * row_step;
+    const int64_t panel_rows_present = std::min(panel_rows, rows - row0);
+    if (row_step == 1)
+      pack_rows_contiguous(panel, col_step, panel_rows_present, depth, pack_rows, pad, packed + q * panel_step);
+    else
+      pack_depth_contiguous(panel, row_step, panel_rows_present, depth, pack_rows, pad, packed + q * panel_step);
+  }
+}
+
+TG_BF16_TARGET void tile(const Bf16Pair* a, const Bf16Pair* b, int64_t pairs, float* c, int64_t ldc, bool load_c) {
+  __m512 sum[kRows][2];
+#pragma GCC unroll 8
+  for (int64_t r = 0; r < kRows; ++r) {
+    sum[r][0] = load_c ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
+    sum[r][1] = load_c ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
+  }
+  // The next tile is usually the next rows of C (see the float32 kernel).
+#pragma GCC unroll 8
+  for (int64_t r = kRows; r < 2 * kRows; ++r) {
+    __builtin_prefetch(c + r * ldc, 1, 3);
+    __builtin_prefetch(c + r * ldc + kColumns - 1, 1, 3);
+  }
+#pragma GCC unroll 2
+  for (int64_t j = 0; j < pairs; ++j) {
+    const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + j * kColumns));
+    const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + j * kColumns + 16));
+#pragma GCC unroll 8
+    for (int64_t r = 0; r < kRows; ++r) {
+      const __m512bh a_rj = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[j * kRows + r])));
+      sum[r][0] = _mm512_dpbf16_ps(sum[r][0], a_rj, b0);
+      sum[r][1] = _mm512_dpbf16_ps(sum[r][1], a_rj, b1);
+    }
+  }
+#pragma GCC unroll 8
+  for (int64_t r = 0; r < kRows; ++r) {
+    _mm512_storeu_ps(c + r * ldc, sum[r][0]);
+    _mm512_storeu_ps(c + r * ldc + 16, sum[r][1]);
+  }
+}
+
+// Block sizes as the float32 kernel's (gemm_micro_kernels.cpp), for 2-byte elements: a B panel of
+// kc × 32 in 24 KiB of L1, an A block of mc × kc in 192 KiB of L2.
+constexpr int64_t kDepthBlock = (24 << 10) / (kColumns * 2);
+constexpr Bf16MicroKernel kAvx512Bf16{.mr = kRows,
+                                      .nr = kColumns,
+                                      .kc = kDepthBlock,
+                                      .mc = (192 << 10) / (kDepthBlock * 2) / kRows * kRows,
+                                      .nc = 4096,
+                                      .pack_panels = pack_panels,
+                                      .tile = tile};
+static_assert(kDepthBlock % 2 == 0, "K blocks must start on a pair");
+
+}  // namespace
+
+const Bf16MicroKernel* bf16_micro_kernel() {
+  if (!cpu_features().avx512bf16 || vector_isa() != VectorIsa::avx512) return nullptr;
+  return &kAvx512Bf16;
+}
+
+float round_to_bf16(float x) {
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  if ((bits & 0x7F800000u) == 0) return std::bit_cast<float>(bits & 0x80000000u);  // zero, denormal
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return std::bit_cast<float>((bits | 0x00400000u) & 0xFFFF0000u);  // NaN
+  bits += 0x7FFFu + ((bits >> 16) & 1u);  // to nearest, ties to the even bf16
+  return std::bit_cast<float>(bits & 0xFFFF0000u);
+}
+
+void round_matrix_to_bf16(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst, int64_t ld_dst) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[i * ld_dst + j] = round_to_bf16(src[i * ld_src + j]);
+}
+
+// MXCSR bit 15 is flush-to-zero, bit 6 denormals-are-zero.
+FlushDenormals::FlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
+FlushDenormals::~FlushDenormals() { _mm_setcsr(saved_); }
+
+}  // namespace tg::detail
