@@ -197,8 +197,9 @@ def estimate_loss(model, splits, args, generator):
     model.eval()
     out = {}
     for name, tokens in splits:
-        losses = [loss_of(model, *get_batch(tokens, args.batch_size, args.block_size, generator)).item()
-                  for _ in range(args.eval_iters)]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            losses = [loss_of(model, *get_batch(tokens, args.batch_size, args.block_size, generator)).item()
+                      for _ in range(args.eval_iters)]
         out[name] = sum(losses) / len(losses)
     model.train()
     return out
@@ -238,10 +239,15 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--eval-interval", type=int, default=250)
     parser.add_argument("--eval-iters", type=int, default=20)
+    parser.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                        help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
+    parser.add_argument("--matmul-precision", choices=["highest", "high", "medium"], default="highest",
+                        help="torch.set_float32_matmul_precision (PyTorch 1.13 uses it on CUDA only)")
     args = parser.parse_args()
     if args.n_embd % args.n_head != 0:
         sys.exit(f"char_gpt_torch: --n-head {args.n_head} does not divide --n-embd {args.n_embd}")
     torch.set_num_threads(args.threads)
+    torch.set_float32_matmul_precision(args.matmul_precision)
     run_start = time.perf_counter()
 
     train_text, val_text, text, facts = file_corpus(args.text) if args.text else bible_corpus()
@@ -278,7 +284,8 @@ def main():
     print(f"char_gpt (PyTorch {torch.__version__} eager): n_layer {args.n_layer}, n_head {args.n_head}, "
           f"n_embd {args.n_embd}, block_size {args.block_size}, batch {args.batch_size}, dropout {args.dropout}, "
           f"{n_params} parameters (without wpe), {args.max_iters} iterations, lr {args.lr}, seed {args.seed}, "
-          f"{torch.get_num_threads()} threads, {cpu_name()}", flush=True)
+          f"{torch.get_num_threads()} threads, autocast {args.autocast}, matmul precision {args.matmul_precision}, "
+          f"{cpu_name()}", flush=True)
 
     def report(it, step_ms):
         losses = estimate_loss(model, (("train", train_tokens), ("val", val_tokens)), args, batch_generator)
@@ -303,7 +310,8 @@ def main():
         for group in optimizer.param_groups:
             group["lr"] = lr
         x, y = get_batch(train_tokens, args.batch_size, args.block_size, batch_generator)
-        loss = loss_of(model, x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            loss = loss_of(model, x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -200,10 +200,16 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                        help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
+    parser.add_argument("--matmul-precision", choices=["highest", "high", "medium"], default="highest",
+                        help="torch.set_float32_matmul_precision (PyTorch 1.13 uses it on CUDA only)")
     parser.add_argument("--workers", type=int, default=0, help="DataLoader worker processes (0: augment in the "
                         "training process, as the C++ program's transforms share its threads)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    torch.set_float32_matmul_precision(args.matmul_precision)
+    autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16")  # noqa: E731
     run_start = time.perf_counter()
 
     train_images, train_labels = read_split(args.data, "train")
@@ -234,7 +240,7 @@ def main():
     criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
     print(f"fashion_mnist --model cnn (PyTorch {torch.__version__}): {len(train_labels)} training / "
           f"{len(test_labels)} test images (mean {mean:.4f}, std {std:.4f}; read in {load_seconds:.2f} s), "
-          f"{args.epochs} epochs of {steps_per_epoch} batches of {args.batch}, {torch.get_num_threads()} threads",
+          f"{args.epochs} epochs of {steps_per_epoch} batches of {args.batch}, {torch.get_num_threads()} threads, autocast {args.autocast}",
           flush=True)
 
     seconds_sum = 0.0
@@ -251,8 +257,9 @@ def main():
                 break
             data_seconds += time.perf_counter() - wait
             optimizer.zero_grad(set_to_none=True)
-            logits = model(images)
-            loss = criterion(logits, labels)
+            with autocast():
+                logits = model(images)
+                loss = criterion(logits, labels)
             loss.backward()
             optimizer.step()
             schedule.step()
@@ -262,7 +269,7 @@ def main():
         train_seconds = time.perf_counter() - start
         model.eval()
         test_loss_sum, test_correct = 0.0, 0
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             for images, labels in test_loader:
                 logits = model(images)
                 test_loss_sum += criterion(logits, labels).item() * len(labels)

@@ -87,10 +87,16 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                        help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
+    parser.add_argument("--matmul-precision", choices=["highest", "high", "medium"], default="highest",
+                        help="torch.set_float32_matmul_precision (PyTorch 1.13 uses it on CUDA only)")
     args = parser.parse_args()
     if args.warmup_epochs >= args.epochs:
         sys.exit("--warmup-epochs must be less than --epochs")
     torch.set_num_threads(args.threads)
+    torch.set_float32_matmul_precision(args.matmul_precision)
+    autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16")  # noqa: E731
     run_start = time.perf_counter()
 
     train_images, train_labels, test_images, test_labels, (mean, std) = load_standardised(args)
@@ -109,7 +115,7 @@ def main():
     criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
     print(f"fashion_mnist (PyTorch {torch.__version__}): {len(train_labels)} training / {len(test_labels)} test "
           f"images (mean {mean:.4f}, std {std:.4f}; read in {load_seconds:.2f} s), {args.epochs} epochs of "
-          f"{steps_per_epoch} batches of {args.batch}, {torch.get_num_threads()} threads", flush=True)
+          f"{steps_per_epoch} batches of {args.batch}, {torch.get_num_threads()} threads, autocast {args.autocast}", flush=True)
 
     seconds_sum = 0.0
     for epoch in range(1, args.epochs + 1):
@@ -118,8 +124,9 @@ def main():
         loss_sum, correct, seen = 0.0, 0, 0
         for images, labels in train_loader:
             optimizer.zero_grad(set_to_none=True)
-            logits = model(images)
-            loss = criterion(logits, labels)
+            with autocast():
+                logits = model(images)
+                loss = criterion(logits, labels)
             loss.backward()
             optimizer.step()
             schedule.step()
@@ -129,7 +136,7 @@ def main():
         train_seconds = time.perf_counter() - start
         model.eval()
         test_loss_sum, test_correct = 0.0, 0
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             for images, labels in test_loader:
                 logits = model(images)
                 test_loss_sum += criterion(logits, labels).item() * len(labels)

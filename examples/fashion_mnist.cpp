@@ -82,6 +82,7 @@ struct Settings {
   double dropout = 0.1;
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
+  std::string matmul_precision = "highest";
   int64_t limit = 0;  // 0: all 60,000 training images
   int64_t test_limit = 0;  // 0: all 10,000 test images
   std::string out = "fashion_mnist_out";
@@ -221,6 +222,7 @@ std::optional<int> parse_flags(int argc, char** argv, Settings& s) {
       ->check(examples::fraction);
   app.add_option("--seed", s.seed, "seeds the initialisation, the shuffling and dropout")->check(examples::non_negative);
   app.add_option("--threads", s.threads, "threads; 0: all cores")->check(examples::non_negative);
+  examples::add_matmul_precision_flag(app, s.matmul_precision);
   app.add_option("--limit", s.limit, "train on the first N training images only; 0: all 60000")
       ->check(CLI::Range(int64_t{0}, kTrainingImages));
   app.add_option("--test-limit", s.test_limit, "evaluate on the first N test images only; 0: all 10000")
@@ -335,6 +337,7 @@ struct RandomState {
 int train(const Settings& settings, examples::Job& job) {
   const auto run_start = std::chrono::steady_clock::now();
   if (settings.threads > 0) tg::set_num_threads(settings.threads);
+  tg::set_float32_matmul_precision(settings.matmul_precision);
   // Ranks other than 0 print nothing: their bars and messages go to a stream with no buffer.
   std::ostream silent(nullptr);
   std::ostream& log = job.leads() ? std::cout : silent;
@@ -418,11 +421,12 @@ int train(const Settings& settings, examples::Job& job) {
 
   if (job.leads()) {
     std::printf("%s%s: %lld training / %lld test images (mean %.4f, std %.4f after scaling to [0, 1]; read in %.2f s), "
-                "%lld epochs of %lld batches of %lld, %d threads\n",
+                "%lld epochs of %lld batches of %lld, %d threads%s\n",
                 kProgram, cnn ? " --model cnn" : "", static_cast<long long>(train.labels.size(0)),
                 static_cast<long long>(test_images), pixels.mean / 255, pixels.stddev / 255,
                 load_seconds, static_cast<long long>(settings.epochs), static_cast<long long>(steps_per_epoch),
-                static_cast<long long>(settings.batch), tg::get_num_threads());
+                static_cast<long long>(settings.batch), tg::get_num_threads(),
+                settings.matmul_precision == "highest" ? "" : (", matmul precision " + settings.matmul_precision).c_str());
     if (job.distributed())
       std::printf("distributed: %d ranks, each %lld training images per epoch in batches of %lld (%lld per step in all)\n",
                   job.world_size(), static_cast<long long>(sampler.size()), static_cast<long long>(settings.batch),

@@ -33,6 +33,14 @@ inline const CLI::Validator non_negative =
 inline const CLI::Validator fraction =
     number_check([](double value) { return value >= 0 && value <= 1; }, "a number in [0, 1]", "IN [0, 1]");
 
+// --matmul-precision: tg::set_float32_matmul_precision's three values, set once parsed ("medium":
+// bf16 products with float32 sums, on vdpbf16ps where the CPU has AVX512-BF16).
+inline void add_matmul_precision_flag(CLI::App& app, std::string& precision) {
+  app.add_option("--matmul-precision", precision,
+                 "float32 products: highest (float32), high, or medium (bf16 factors, float32 sums)")
+      ->check(CLI::IsMember({"highest", "high", "medium"}));
+}
+
 // Reads argv into app's options. nullopt: run the program; otherwise the status to exit with,
 // once --help (0) or the error naming the flag and the value (2) is printed.
 inline std::optional<int> parse(CLI::App& app, int argc, char** argv) {

@@ -69,6 +69,7 @@ struct Settings {
   int64_t eval_iters = 20;
   uint64_t seed = 0;
   int threads = 0;
+  std::string matmul_precision = "highest";
   std::string out;
   bool resume = false;
   int64_t stop_after = 0;
@@ -97,6 +98,7 @@ inline void add_run_flags(CLI::App& app, Settings& s, const std::string& prompt_
       ->check(positive);
   app.add_option("--seed", s.seed, "seeds the initialisation, dropout and the batches")->check(non_negative);
   app.add_option("--threads", s.threads, "threads; 0: all cores")->check(non_negative);
+  add_matmul_precision_flag(app, s.matmul_precision);
   app.add_option("--out", s.out, "directory for checkpoint.safetensors, metrics.csv and metrics.png");
   app.add_flag("--resume", s.resume, "continue from <out>/checkpoint.safetensors");
   app.add_option("--stop-after", s.stop_after,
@@ -141,6 +143,7 @@ struct Data {
 inline Data load_data(const Settings& s, const Job& job) {
   const auto start = std::chrono::steady_clock::now();
   if (s.threads > 0) tg::set_num_threads(s.threads);
+  tg::set_float32_matmul_precision(s.matmul_precision);
   if (s.verbose && job.leads()) std::cout << "cpu: " << tg::to_string(tg::cpu_info()) << "\n";
   Corpus corpus = s.text.empty() ? read_bible() : read_text_file(s.text);
   Vocabulary vocabulary(corpus.train + corpus.val);
@@ -282,11 +285,12 @@ inline int train(const char* program, const Settings& s, const Data& data, Model
       std::printf("%s: %s: the first 90%% of the characters train, the last 10%% validate\n", program,
                   corpus.source.c_str());
     std::printf("%lld training / %lld validation characters, %lld distinct; %s of %.2fM parameters (%s), batch %lld, "
-                "%d threads\n",
+                "%d threads%s\n",
                 static_cast<long long>(data.train_tokens.numel()), static_cast<long long>(data.val_tokens.numel()),
                 static_cast<long long>(data.vocabulary.size()), model.name.c_str(),
                 static_cast<double>(parameters) / 1e6, model.details.c_str(), static_cast<long long>(s.batch_size),
-                tg::get_num_threads());
+                tg::get_num_threads(),
+                s.matmul_precision == "highest" ? "" : (", matmul precision " + s.matmul_precision).c_str());
     if (job.distributed())
       std::printf("distributed: %d ranks, each %lld blocks per step (%lld in all)\n", job.world_size(),
                   static_cast<long long>(s.batch_size), static_cast<long long>(s.batch_size * job.world_size()));
