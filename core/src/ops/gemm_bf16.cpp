@@ -29,18 +29,20 @@ namespace {
 constexpr int64_t kRows = 8;
 constexpr int64_t kColumns = 32;
 
-// The words of 16 lanes: each lane's two bf16 of consecutive k, the even one high.
+// The words of 16 lanes: lane i holds bf16(even[i]) high and bf16(odd[i]) low. One conversion
+// of both vectors (odd in elements 0..15, even in 16..31), then one interleaving permutation.
 TG_BF16_TARGET inline __m512i pair_words(__m512 even, __m512 odd) {
-  const __m512i high = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(even)));
-  const __m512i low = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(odd)));
-  return _mm512_or_si512(_mm512_slli_epi32(high, 16), low);
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(interleave, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(even, odd)));
 }
 
 // A panel whose rows are contiguous in the source (k strided): 16 rows of a pair of k at a time,
-// two row loads, two conversions, one store.
+// two row loads, one conversion, one permutation, one store.
 TG_BF16_TARGET void pack_rows_contiguous(const float* source, int64_t col_step, int64_t rows, int64_t depth,
                                          int64_t pack_rows, uint16_t pad, Bf16Pair* out) {
   const int64_t pairs = (depth + 1) / 2;
+  const __m512 pad_value = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(uint32_t{pad} << 16)));
   for (int64_t j = 0; j < pairs; ++j) {
     const float* even = source + 2 * j * col_step;
     const bool has_odd = 2 * j + 1 < depth;
@@ -48,43 +50,72 @@ TG_BF16_TARGET void pack_rows_contiguous(const float* source, int64_t col_step, 
       const int64_t present = std::clamp<int64_t>(rows - r0, 0, 16);
       const __mmask16 in = static_cast<__mmask16>((1u << present) - 1);
       const __mmask16 out_lanes = static_cast<__mmask16>((1u << std::min<int64_t>(16, pack_rows - r0)) - 1);
-      const __m512 e = _mm512_maskz_loadu_ps(in, even + r0);
-      __m512i words;
-      if (has_odd) {
-        words = pair_words(e, _mm512_maskz_loadu_ps(in, even + col_step + r0));
-      } else {
-        const __m512i high = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(e)));
-        words = _mm512_or_si512(_mm512_slli_epi32(high, 16), _mm512_maskz_set1_epi32(in, pad));
-      }
-      _mm512_mask_storeu_epi32(out + j * pack_rows + r0, out_lanes, words);
+      // An odd depth's last pair takes the pad (a bf16 value, exact) in place of k + 1.
+      const __m512 odd = has_odd ? _mm512_maskz_loadu_ps(in, even + col_step + r0) : _mm512_maskz_mov_ps(in, pad_value);
+      _mm512_mask_storeu_epi32(out + j * pack_rows + r0, out_lanes, pair_words(_mm512_maskz_loadu_ps(in, even + r0), odd));
     }
   }
 }
 
-// A panel whose k is contiguous in the source (rows strided): 32 k of one row at a time, two loads
-// and one conversion to 16 pairs, which go to 16 rows of the panel (pack_rows apart).
+// rows[r] (16 vectors of 16 words) transposed in place: rows[c] then holds word c of every row. Two
+// rounds of unpacks transpose the 4 × 4 blocks inside each 128-bit lane, two of lane shuffles move
+// the blocks.
+TG_BF16_TARGET inline void transpose_16x16(__m512i (&rows)[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(rows[i], rows[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(rows[i], rows[i + 1]);
+  }
+  // u[4g + c], 128-bit lane L: word 4L + c of rows 4g..4g+3.
+  for (int g = 0; g < 16; g += 4) {
+    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512i even_lanes_low = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88);   // lanes 0, 2 of rows 0..7
+    const __m512i odd_lanes_low = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);    // lanes 1, 3 of rows 0..7
+    const __m512i even_lanes_high = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512i odd_lanes_high = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xDD);
+    rows[c] = _mm512_shuffle_i32x4(even_lanes_low, even_lanes_high, 0x88);       // word c
+    rows[8 + c] = _mm512_shuffle_i32x4(even_lanes_low, even_lanes_high, 0xDD);   // word 8 + c
+    rows[4 + c] = _mm512_shuffle_i32x4(odd_lanes_low, odd_lanes_high, 0x88);     // word 4 + c
+    rows[12 + c] = _mm512_shuffle_i32x4(odd_lanes_low, odd_lanes_high, 0xDD);    // word 12 + c
+  }
+}
+
+// A panel whose k is contiguous in the source (rows strided): 16 rows × 32 k at a time, each row
+// converted to 16 pairs, the 16 × 16 words transposed, 16 stores of a pair for 16 rows.
 TG_BF16_TARGET void pack_depth_contiguous(const float* source, int64_t row_step, int64_t rows, int64_t depth,
                                           int64_t pack_rows, uint16_t pad, Bf16Pair* out) {
-  const int64_t pairs = (depth + 1) / 2;
-  for (int64_t r = 0; r < pack_rows; ++r) {
-    if (r >= rows) {
-      for (int64_t j = 0; j < pairs; ++j) out[j * pack_rows + r] = 0;
-      continue;
-    }
-    const float* row = source + r * row_step;
-    for (int64_t k0 = 0; k0 < depth; k0 += 2 * 16) {
-      const int64_t present = std::min<int64_t>(32, depth - k0);
-      const __mmask16 low_lanes = static_cast<__mmask16>((1u << std::min<int64_t>(16, present)) - 1);
-      const __mmask16 high_lanes = static_cast<__mmask16>((1u << std::max<int64_t>(0, present - 16)) - 1);
-      const __m512 low = _mm512_maskz_loadu_ps(low_lanes, row + k0);
-      const __m512 high = _mm512_maskz_loadu_ps(high_lanes, row + k0 + 16);
-      // bf16 elements k0..k0+31 in order, then each lane's halves swapped: k even high.
-      const __m512i words = _mm512_rol_epi32(reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low)), 16);
-      alignas(64) Bf16Pair lane[16];
-      _mm512_store_si512(lane, words);
-      const int64_t lane_pairs = (present + 1) / 2;
-      if (present % 2) lane[lane_pairs - 1] = (lane[lane_pairs - 1] & 0xFFFF0000u) | pad;
-      for (int64_t j = 0; j < lane_pairs; ++j) out[(k0 / 2 + j) * pack_rows + r] = lane[j];
+  const __m512i high_halves = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)), pad_word = _mm512_set1_epi32(pad);
+  for (int64_t r0 = 0; r0 < pack_rows; r0 += 16) {
+    const int64_t present = std::clamp<int64_t>(rows - r0, 0, 16);
+    const __mmask16 out_lanes = static_cast<__mmask16>((1u << std::min<int64_t>(16, pack_rows - r0)) - 1);
+    for (int64_t k0 = 0; k0 < depth; k0 += 32) {
+      const int64_t present_k = std::min<int64_t>(32, depth - k0);
+      const int64_t pairs = (present_k + 1) / 2;
+      const __mmask16 low_lanes = static_cast<__mmask16>((1u << std::min<int64_t>(16, present_k)) - 1);
+      const __mmask16 high_lanes = static_cast<__mmask16>((1u << std::max<int64_t>(0, present_k - 16)) - 1);
+      // An odd depth's last pair: its low half is the pad.
+      const __mmask16 padded = present_k % 2 ? static_cast<__mmask16>(1u << (pairs - 1)) : 0;
+      __m512i words[16];
+      for (int64_t r = 0; r < 16; ++r) {
+        if (r >= present) {
+          words[r] = _mm512_setzero_si512();
+          continue;
+        }
+        const float* row = source + (r0 + r) * row_step + k0;
+        const __m512 low = _mm512_maskz_loadu_ps(low_lanes, row);
+        const __m512 high = _mm512_maskz_loadu_ps(high_lanes, row + 16);
+        // bf16 elements k0..k0+31 in order, then each lane's halves swapped: k even high.
+        words[r] = _mm512_rol_epi32(reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low)), 16);
+        words[r] = _mm512_mask_or_epi32(words[r], padded, _mm512_and_si512(words[r], high_halves), pad_word);
+      }
+      transpose_16x16(words);
+      for (int64_t j = 0; j < pairs; ++j)
+        _mm512_mask_storeu_epi32(out + (k0 / 2 + j) * pack_rows + r0, out_lanes, words[j]);
     }
   }
 }
