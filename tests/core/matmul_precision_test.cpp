@@ -16,6 +16,7 @@
 #include "core_test_util.hpp"
 #include "cpu/features.hpp"
 #include "ops/gemm.hpp"
+#include "support/bf16_chain_model.hpp"
 #include "support/random_values.hpp"
 #include "support/vector_isa_levels.hpp"
 
@@ -26,52 +27,12 @@
 #include "ops/gemm_bf16.hpp"
 #include "ops/gemm_blocked.hpp"
 
+using tg::testing::bf16_chain_model;
+using tg::testing::bits_of;
+using tg::testing::PrecisionScope;
 using tg::testing::uniform_values;
 
 namespace {
-
-// Sets a precision for one scope and restores "highest" after it.
-struct PrecisionScope {
-  explicit PrecisionScope(const char* precision) { tg::set_float32_matmul_precision(precision); }
-  ~PrecisionScope() { tg::set_float32_matmul_precision("highest"); }
-};
-
-uint32_t bits_of(float x) { return std::bit_cast<uint32_t>(x); }
-
-// A denormal becomes a zero of its sign (FTZ on a result, DAZ on an input).
-float flush(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x; }
-
-// The bf16 value nearest to x, ties to even, from the definition (not the library's bit trick):
-// among the two bf16 neighbours of x (x with its low 16 bits cleared, and the next one up in
-// magnitude), the nearer; on a tie the one whose last kept bit is 0.
-float bf16_model(float x) {
-  x = flush(x);
-  if (std::isnan(x)) return x;
-  const uint32_t down = bits_of(x) & 0xFFFF0000u;
-  const uint32_t up = down + 0x10000u;
-  const double below = std::fabs(static_cast<double>(std::bit_cast<float>(down)) - x);
-  const double above = std::fabs(static_cast<double>(std::bit_cast<float>(up)) - x);
-  if (below < above) return std::bit_cast<float>(down);
-  if (above < below) return std::bit_cast<float>(up);
-  return std::bit_cast<float>((down & 0x10000u) ? up : down);
-}
-
-// C[i, j] = chain over k of flush(fma(bf16(a), bf16(b), acc)), from flush(C) or 0.
-std::vector<float> bf16_chain_model(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                                    const std::vector<float>& A, int64_t lda, const std::vector<float>& B, int64_t ldb,
-                                    std::vector<float> C, int64_t ldc, bool accumulate) {
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      float acc = accumulate ? flush(C[i * ldc + j]) : 0.0f;
-      for (int64_t k = 0; k < K; ++k) {
-        const float a = bf16_model(trans_a ? A[k * lda + i] : A[i * lda + k]);
-        const float b = bf16_model(trans_b ? B[j * ldb + k] : B[k * ldb + j]);
-        acc = flush(std::fma(a, b, acc));
-      }
-      C[i * ldc + j] = acc;
-    }
-  return C;
-}
 
 bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
