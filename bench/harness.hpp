@@ -159,8 +159,9 @@ struct Backend {
   std::function<Runner(int64_t)> stream_copy;                         // a[i] = b[i]
   std::function<Runner(int64_t)> stream_triad;                        // a[i] = b[i] + s*c[i]
   std::function<Runner(GemmShape)> gemm;                              // C = A·B, no grad
-  // C = A·B with bf16 products and float32 sums, no grad: tapegrad's float32 tensors at "medium"
-  // matmul precision; libtorch's bf16 tensors (1.13 has no bf16 path for float32 CPU products).
+  // The *_bf16 families: the same work with bf16 products and float32 sums: tapegrad's float32
+  // tensors at "medium" matmul precision; libtorch's bf16 tensors and modules (1.13 has no bf16
+  // path for float32 CPU products).
   std::function<Runner(GemmShape)> gemm_bf16;
   std::function<Runner(BmmShape)> bmm_forward_backward;               // C = bmm(A, B); C.backward(dC)
   std::function<Runner(ToolkitShape)> softmax_forward_backward;       // y = softmax(x, -1); y.backward(dy)
@@ -170,11 +171,13 @@ struct Backend {
   std::function<Runner(ToolkitShape)> dropout_forward;                // dropout(x, 0.1, training), no grad
   std::function<Runner(ToolkitShape)> adamw_step;                     // AdamW(lr 1e-3, wd 1e-2).step()
   std::function<Runner(AttentionShape)> attention_causal_forward_backward;  // causal SDPA, then backward
+  std::function<Runner(AttentionShape)> attention_causal_bf16_forward_backward;
   std::function<Runner(LSTMShape)> lstm_forward_backward;             // (y, (h, c)) = LSTM(x); y.backward(dy): dx and every weight
   std::function<Runner(ToolkitShape)> sort_forward;                   // x.sort(-1), no grad
   std::function<Runner(ToolkitShape)> topk_forward;                   // x.topk(kTopK, -1), no grad
   std::function<Runner(PermuteShape)> permute_forward_backward;       // y = x.permute(dims), contiguous; y.backward(dy)
   std::function<Runner(ConvShape)> conv2d_forward_backward;           // y = Conv2d(x); y.backward(dy): dx, dw, db
+  std::function<Runner(ConvShape)> conv2d_bf16_forward_backward;
   std::function<Runner(ImageShape)> batch_norm2d_forward_backward;    // y = BatchNorm2d(x), training; y.backward(dy)
   std::function<Runner(ImageShape)> max_pool2d_forward_backward;      // y = max_pool2d(x, 2); y.backward(dy)
   // kFmaPerIteration FMAs on every thread: the core's float32 peak. Its case name carries the
@@ -315,6 +318,9 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
   }
   for (const AttentionShape& s : kAttentionShapes)
     add(backend.attention_causal_forward_backward, "attention_causal_fwd_bwd", dims({s.batch_heads, s.T, s.D}), s);
+  for (const AttentionShape& s : kAttentionShapes)
+    add(backend.attention_causal_bf16_forward_backward, "attention_causal_bf16_fwd_bwd", dims({s.batch_heads, s.T, s.D}),
+        s);
   for (const LSTMShape& s : kLSTMShapes)
     add(backend.lstm_forward_backward, "lstm_fwd_bwd", dims({s.batch, s.steps, s.layers, s.hidden, s.input}), s);
   for (const ToolkitShape& s : kSortShapes) {
@@ -324,6 +330,8 @@ inline std::vector<NamedCase> cases(const Backend& backend) {
   }
   for (const PermuteShape& s : kPermuteShapes) add(backend.permute_forward_backward, "permute_fwd_bwd", dims(s.shape), s);
   for (const ConvShape& s : kConvShapes) add(backend.conv2d_forward_backward, "conv2d_fwd_bwd", conv_name(s), s);
+  for (const ConvShape& s : kConvShapes)
+    add(backend.conv2d_bf16_forward_backward, "conv2d_bf16_fwd_bwd", conv_name(s), s);
   for (const ImageShape& s : kBatchNormShapes)
     add(backend.batch_norm2d_forward_backward, "batch_norm2d_fwd_bwd", dims({s.N, s.C, s.H, s.W}), s);
   for (const ImageShape& s : kMaxPoolShapes)

@@ -259,7 +259,7 @@ def gflops(case, ms):
     family, shape = case.split("/")
     if family == "fma_peak":
         return None  # needs the thread count: see peak_gflops
-    if family == "conv2d_fwd_bwd":  # 2·N·C_out·H_out·W_out·(C_in/groups)·k² forward, as much for dx and dw
+    if family in ("conv2d_fwd_bwd", "conv2d_bf16_fwd_bwd"):  # 2·N·C_out·H_out·W_out·(C_in/groups)·k² forward, as much for dx and dw
         c = conv_shape(shape)
         macs = c["n"] * c["c_out"] * c["h_out"] * c["w_out"] * (c["c_in"] // c["groups"]) * c["k"] ** 2
         return 6.0 * macs / (ms * 1e-3) / 1e9
@@ -414,8 +414,8 @@ def main():
             ratio = torch_ms / tg_ms if torch_ms else None
             bandwidth = gbps(case, tg_ms)
             fraction = 100.0 * bandwidth / triad[threads] if bandwidth and threads in triad else None
-            # gemm_bf16's % FMA peak is of the float32 peak: vdpbf16ps can reach 200%.
-            computes = family in ("train_step", "gemm", "gemm_bf16", "bmm_fwd_bwd", "conv2d_fwd_bwd")
+            # the bf16 families' % FMA peak is of the float32 peak: vdpbf16ps can reach 200%.
+            computes = family in ("train_step", "gemm", "gemm_bf16", "bmm_fwd_bwd", "conv2d_fwd_bwd", "conv2d_bf16_fwd_bwd")
             tg_flops = gflops(case, tg_ms) if computes else None
             if family == "fma_peak":
                 tg_flops = peak.get(threads)

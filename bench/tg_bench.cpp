@@ -111,10 +111,9 @@ bench::Runner gemm(bench::GemmShape shape) {
           [s] { return all_finite(s->c); }};
 }
 
-// The same product at "medium" matmul precision: bf16 factors, float32 sums (vdpbf16ps where the
-// CPU has AVX512-BF16), float32 tensors in and out.
-bench::Runner gemm_bf16(bench::GemmShape shape) {
-  bench::Runner float32 = gemm(shape);
+// A case's step at "medium" matmul precision: bf16 factors, float32 sums (vdpbf16ps where the CPU
+// has AVX512-BF16), float32 tensors in and out.
+bench::Runner at_medium_precision(bench::Runner float32) {
   return {[step = float32.step] {
             tg::set_float32_matmul_precision("medium");
             step();
@@ -444,7 +443,7 @@ int main(int argc, char** argv) {
       .stream_copy = stream_copy,
       .stream_triad = stream_triad,
       .gemm = gemm,
-      .gemm_bf16 = gemm_bf16,
+      .gemm_bf16 = [](bench::GemmShape shape) { return at_medium_precision(gemm(shape)); },
       .bmm_forward_backward = bmm_forward_backward,
       .softmax_forward_backward = softmax_forward_backward,
       .cross_entropy_forward_backward = cross_entropy_forward_backward,
@@ -453,11 +452,15 @@ int main(int argc, char** argv) {
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
       .attention_causal_forward_backward = attention_causal_forward_backward,
+      .attention_causal_bf16_forward_backward =
+          [](bench::AttentionShape shape) { return at_medium_precision(attention_causal_forward_backward(shape)); },
       .lstm_forward_backward = lstm_forward_backward,
       .sort_forward = sort_forward,
       .topk_forward = topk_forward,
       .permute_forward_backward = permute_forward_backward,
       .conv2d_forward_backward = conv2d_forward_backward,
+      .conv2d_bf16_forward_backward =
+          [](bench::ConvShape shape) { return at_medium_precision(conv2d_forward_backward(shape)); },
       .batch_norm2d_forward_backward = batch_norm2d_forward_backward,
       .max_pool2d_forward_backward = max_pool2d_forward_backward,
       .fma_peak = fma_peak,

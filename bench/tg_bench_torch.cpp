@@ -21,7 +21,7 @@ namespace {
 
 bool all_finite(const std::vector<torch::Tensor>& tensors) {
   for (const torch::Tensor& t : tensors)
-    if (!t.defined() || !torch::isfinite(t).all().item<bool>()) return false;
+    if (!t.defined() || !torch::isfinite(t.to(torch::kFloat32)).all().item<bool>()) return false;
   return true;
 }
 
@@ -214,14 +214,14 @@ bench::Runner adamw_step(bench::ToolkitShape shape) {
 // timed for a few iterations when the case is built and the faster one is benchmarked; the choice
 // is printed on stderr. With --min-time 0 (one sample: the CI's smoke run) each runs once, untimed
 // warm-up left out: the choice is then only a check that both paths run.
-bench::Runner attention_causal_forward_backward(bench::AttentionShape shape) {
+bench::Runner attention_causal_forward_backward(bench::AttentionShape shape, torch::Dtype dtype = torch::kFloat32) {
   struct State {
     torch::Tensor q, k, v, dy, upper;
     double scale;
   };
   const std::vector<int64_t> dims{1, shape.batch_heads, shape.T, shape.D};
-  auto s = std::make_shared<State>(State{torch::randn(dims).requires_grad_(), torch::randn(dims).requires_grad_(),
-                                         torch::randn(dims).requires_grad_(), torch::randn(dims),
+  auto leaf = [&] { return torch::randn(dims).to(dtype).requires_grad_(); };
+  auto s = std::make_shared<State>(State{leaf(), leaf(), leaf(), torch::randn(dims).to(dtype),
                                          torch::ones({shape.T, shape.T}, torch::kBool).triu(1),
                                          1.0 / std::sqrt(static_cast<double>(shape.D))});
   auto composite = [s] {
@@ -243,7 +243,8 @@ bench::Runner attention_causal_forward_backward(bench::AttentionShape shape) {
     return bench::detail::seconds_since(start);
   };
   const bool use_fused = seconds(fused) < seconds(composite);
-  std::fprintf(stderr, "# attention_causal_fwd_bwd/%lldx%lldx%lld: libtorch's %s is faster\n",
+  std::fprintf(stderr, "# %s/%lldx%lldx%lld: libtorch's %s is faster\n",
+               dtype == torch::kFloat32 ? "attention_causal_fwd_bwd" : "attention_causal_bf16_fwd_bwd",
                static_cast<long long>(shape.batch_heads), static_cast<long long>(shape.T),
                static_cast<long long>(shape.D), use_fused ? "_scaled_dot_product_attention" : "composite");
   return {use_fused ? std::function<void()>(fused) : std::function<void()>(composite),
@@ -309,7 +310,7 @@ bench::Runner permute_forward_backward(const bench::PermuteShape& shape) {
 }
 
 // y = Conv2d(x) (with bias), then y.backward(dy): dx, dw and db.
-bench::Runner conv2d_forward_backward(bench::ConvShape shape) {
+bench::Runner conv2d_forward_backward(bench::ConvShape shape, torch::Dtype dtype = torch::kFloat32) {
   struct State {
     torch::nn::Conv2d conv;
     torch::Tensor x, dy;
@@ -321,8 +322,9 @@ bench::Runner conv2d_forward_backward(bench::ConvShape shape) {
                                   .padding(shape.padding)
                                   .dilation(shape.dilation)
                                   .groups(shape.groups)),
-            torch::randn({shape.N, shape.C_in, shape.H, shape.W}).requires_grad_(),
-            torch::randn({shape.N, shape.C_out, shape.H_out(), shape.W_out()})});
+            torch::randn({shape.N, shape.C_in, shape.H, shape.W}).to(dtype).requires_grad_(),
+            torch::randn({shape.N, shape.C_out, shape.H_out(), shape.W_out()}).to(dtype)});
+  s->conv->to(dtype);
   return {[s] {
             reset_grads({s->x, s->conv->weight, s->conv->bias});
             s->conv(s->x).backward(s->dy);
@@ -382,12 +384,15 @@ int main(int argc, char** argv) {
       .gelu_tanh_forward_backward = gelu_tanh_forward_backward,
       .dropout_forward = dropout_forward,
       .adamw_step = adamw_step,
-      .attention_causal_forward_backward = attention_causal_forward_backward,
+      .attention_causal_forward_backward = [](bench::AttentionShape shape) { return attention_causal_forward_backward(shape); },
+      .attention_causal_bf16_forward_backward =
+          [](bench::AttentionShape shape) { return attention_causal_forward_backward(shape, torch::kBFloat16); },
       .lstm_forward_backward = lstm_forward_backward,
       .sort_forward = sort_forward,
       .topk_forward = topk_forward,
       .permute_forward_backward = permute_forward_backward,
-      .conv2d_forward_backward = conv2d_forward_backward,
+      .conv2d_forward_backward = [](bench::ConvShape shape) { return conv2d_forward_backward(shape); },
+      .conv2d_bf16_forward_backward = [](bench::ConvShape shape) { return conv2d_forward_backward(shape, torch::kBFloat16); },
       .batch_norm2d_forward_backward = batch_norm2d_forward_backward,
       .max_pool2d_forward_backward = max_pool2d_forward_backward,
       .fma_peak = {},
