@@ -183,17 +183,22 @@ const Bf16MicroKernel* bf16_micro_kernel() {
   return &kAvx512Bf16;
 }
 
+// Branch-free, so that the loop below vectorises: every case computed, one kept.
 float round_to_bf16(float x) {
-  uint32_t bits = std::bit_cast<uint32_t>(x);
-  if ((bits & 0x7F800000u) == 0) return std::bit_cast<float>(bits & 0x80000000u);  // zero, denormal
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return std::bit_cast<float>((bits | 0x00400000u) & 0xFFFF0000u);  // NaN
-  bits += 0x7FFFu + ((bits >> 16) & 1u);  // to nearest, ties to the even bf16
-  return std::bit_cast<float>(bits & 0xFFFF0000u);
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t nearest = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;  // ties to the even bf16
+  const uint32_t quiet_nan = (bits | 0x00400000u) & 0xFFFF0000u;
+  const uint32_t signed_zero = bits & 0x80000000u;  // for a zero or a denormal
+  const uint32_t finite_or_inf = (bits & 0x7F800000u) == 0 ? signed_zero : nearest;
+  return std::bit_cast<float>((bits & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : finite_or_inf);
 }
 
 void round_matrix_to_bf16(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst, int64_t ld_dst) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) dst[i * ld_dst + j] = round_to_bf16(src[i * ld_src + j]);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* __restrict from = src + i * ld_src;
+    float* __restrict to = dst + i * ld_dst;
+    for (int64_t j = 0; j < cols; ++j) to[j] = round_to_bf16(from[j]);
+  }
 }
 
 // MXCSR bit 15 is flush-to-zero, bit 6 denormals-are-zero.
