@@ -50,34 +50,25 @@ bool in_blocked_loops(const GemmKernel& kernel, bool trans_b, int64_t work) {
 struct RoundedToBf16 {
   KernelBuffer<float> values;
   int64_t ld;
-  RoundedToBf16(const float* matrix, int64_t rows, int64_t cols, int64_t ld_matrix, bool in_parallel)
-      : values(rows * cols), ld(cols) {
-    auto round_rows = [&](int64_t begin, int64_t end) {
-      round_matrix_to_bf16(matrix + begin * ld_matrix, ld_matrix, end - begin, cols, values.data() + begin * cols, cols);
-    };
-    if (in_parallel) parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(cols, 1)), round_rows);
-    else round_rows(0, rows);
+  RoundedToBf16(const float* matrix, int64_t rows, int64_t cols, int64_t ld_matrix) : values(rows * cols), ld(cols) {
+    round_matrix_to_bf16(matrix, ld_matrix, rows, cols, values.data(), cols);
   }
 };
 
-// serial_gemm of a bf16 product (kernel.flush_denormals): the AVX512-BF16 kernel rounds the factors
-// as it packs them; the float32 kernels take rounded copies and run with FTZ and DAZ. The same bits
-// either way (ops/gemm_bf16.hpp).
+// serial_gemm of a bf16 product (kernel.flush_denormals): the blocked loops round the factors as they
+// pack them (on AVX512-BF16 into bf16 panels, else in float32 panels); the small-product kernel
+// takes rounded copies. Both run with FTZ and DAZ: the same bits either way (ops/gemm_bf16.hpp).
 void serial_bf16_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                       const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
-  const int64_t work = M * N * K;
-  const bool blocked = in_blocked_loops(kernel, trans_b, work);
-  if (blocked && kernel.bf16) {
+  if (in_blocked_loops(kernel, trans_b, M * N * K)) {
     blocked_gemm(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
     return;
   }
-  const RoundedToBf16 a(A, trans_a ? K : M, trans_a ? M : K, lda, false);
-  const RoundedToBf16 b(B, trans_b ? N : K, trans_b ? K : N, ldb, false);
+  const RoundedToBf16 a(A, trans_a ? K : M, trans_a ? M : K, lda);
+  const RoundedToBf16 b(B, trans_b ? N : K, trans_b ? K : N, ldb);
   const FlushDenormals flushed;
-  if (blocked) blocked_gemm(kernel, trans_a, trans_b, M, N, K, a.values.data(), a.ld, b.values.data(), b.ld, C, ldc, accumulate);
-  else
-    small_gemm_kernels_for_cpu().of<float>().gemm(trans_a, trans_b, M, N, K, a.values.data(), a.ld, b.values.data(),
-                                                  b.ld, C, ldc, accumulate);
+  small_gemm_kernels_for_cpu().of<float>().gemm(trans_a, trans_b, M, N, K, a.values.data(), a.ld, b.values.data(), b.ld,
+                                                C, ldc, accumulate);
 }
 
 // C[M, N] (+)= op(A)·op(B) on one thread, on the kernel that `kernel` gives this product's size.
@@ -154,22 +145,9 @@ void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
   // share once and keep the micro-tile grid and K blocks of a serial run, so the bits are the
   // serial kernel's at any thread count.
   if (tiles > 1 && in_blocked_loops(kernel, trans_b, work)) {
-    for (int64_t i = 0; i < batch; ++i) {
-      const T* a_matrix = A + i * stride_a;
-      const T* b_matrix = B + i * stride_b;
-      if constexpr (std::is_same_v<T, float>)
-        if (kernel.flush_denormals && !kernel.bf16) {
-          // bf16 products on the float32 kernels: rounded copies of the factors, made once for
-          // all threads (the blocked loops run with FTZ and DAZ on each).
-          const RoundedToBf16 a(a_matrix, trans_a ? K : M, trans_a ? M : K, lda, true);
-          const RoundedToBf16 b(b_matrix, trans_b ? N : K, trans_b ? K : N, ldb, true);
-          parallel_blocked_gemm(kernel, trans_a, trans_b, M, N, K, a.values.data(), a.ld, b.values.data(), b.ld,
-                                C + i * stride_c, N, accumulate);
-          continue;
-        }
-      parallel_blocked_gemm(kernel, trans_a, trans_b, M, N, K, a_matrix, lda, b_matrix, ldb, C + i * stride_c, N,
-                            accumulate);
-    }
+    for (int64_t i = 0; i < batch; ++i)
+      parallel_blocked_gemm(kernel, trans_a, trans_b, M, N, K, A + i * stride_a, lda, B + i * stride_b, ldb,
+                            C + i * stride_c, N, accumulate);
     return;
   }
   const int64_t row_tiles = std::clamp<int64_t>(M / kMinTileSize, 1, tiles);

@@ -201,6 +201,10 @@ void round_matrix_to_bf16(const float* src, int64_t ld_src, int64_t rows, int64_
   }
 }
 
+void round_to_bf16_in_place(float* values, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) values[i] = round_to_bf16(values[i]);
+}
+
 // MXCSR bit 15 is flush-to-zero, bit 6 denormals-are-zero.
 FlushDenormals::FlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
 FlushDenormals::~FlushDenormals() { _mm_setcsr(saved_); }

@@ -54,6 +54,9 @@ float round_to_bf16(float x);
 // dst[i·ld_dst + j] = round_to_bf16(src[i·ld_src + j]) for i < rows, j < cols.
 void round_matrix_to_bf16(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst, int64_t ld_dst);
 
+// values[i] = round_to_bf16(values[i]) for i < n.
+void round_to_bf16_in_place(float* values, int64_t n);
+
 // MXCSR's flush-to-zero and denormals-are-zero on this thread while it lives, as vdpbf16ps
 // computes: for the float32 kernels running a bf16 product.
 class FlushDenormals {

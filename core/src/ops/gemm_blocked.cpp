@@ -133,9 +133,9 @@ struct BlockedProduct {
   // op(A) = A row-major, a tenth of a Linear's time at K = 128 (the kernel broadcasts A's elements
   // one at a time, from any strides, so in place costs it nothing).
   bool direct_a = false, direct_b = false;
-  // The factors are bf16-rounded copies, multiplied by the float32 kernel with FTZ and DAZ
-  // (ops/gemm_bf16.hpp).
-  bool flush_denormals = false;
+  // A bf16 product on the float32 kernel (ops/gemm_bf16.hpp): the packed panels rounded to bf16
+  // (in cache, just written; so both operands are packed), the tiles run with FTZ and DAZ.
+  bool round_to_bf16 = false;
 
   BlockedProduct(const GemmKernel& kernel, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K_, const T* A,
                  int64_t lda, const T* B, int64_t ldb, T* C_, int64_t ldc, bool accumulate_)
@@ -189,9 +189,9 @@ struct BlockedProduct {
     n = transpose_c ? M : N;
     rs_c = transpose_c ? 1 : ldc;
     cs_c = transpose_c ? ldc : 1;
-    direct_b = ours != nullptr && b_columns.row_step == 1 && ceil_div(m, MR) <= kDirectBPanels;
-    direct_a = ours != nullptr && ceil_div(n, NR) <= kDirectAPanels;
-    flush_denormals = kernel.flush_denormals;
+    round_to_bf16 = kernel.flush_denormals && !kBf16;
+    direct_b = ours != nullptr && !round_to_bf16 && b_columns.row_step == 1 && ceil_div(m, MR) <= kDirectBPanels;
+    direct_a = ours != nullptr && !round_to_bf16 && ceil_div(n, NR) <= kDirectAPanels;
   }
 
   // Packs `source`'s rows [0, rows), columns [0, depth) into micro-panels; B's bf16 panels pad an
@@ -201,8 +201,15 @@ struct BlockedProduct {
     if constexpr (kBf16)
       bf16->pack_panels(source.data, source.row_step, source.col_step, rows, depth, panel_rows, pack_rows,
                         panel_step, is_b ? 0x8000 : 0, packed);
-    else
+    else {
       pack_panels(source, rows, depth, panel_rows, pack_rows, panel_step, packed);
+      if constexpr (std::is_same_v<T, float>)
+        if (round_to_bf16) {
+          // The panels are contiguous (panel_step = depth·pack_rows), or one (panel_step 0).
+          const int64_t panels = panel_step == 0 ? 1 : ceil_div(rows, panel_rows);
+          round_to_bf16_in_place(packed, panels * depth * pack_rows);
+        }
+    }
   }
 
   // A whole operand packed ahead (`rows` rows of `source` in panels of `panel_rows`, padded to
@@ -235,7 +242,7 @@ struct BlockedProduct {
     // never the whole MC × KC when the product is smaller).
     thread_local PackBuffer a_buffer, b_buffer;
     std::optional<FlushDenormals> flushed;
-    if (flush_denormals) flushed.emplace();
+    if (round_to_bf16) flushed.emplace();
     const int64_t kc_most = depth_of(std::min(K, KC_max));
     Panel* a_packed =
         a_ahead ? nullptr : a_buffer.get<Panel>(ceil_div(std::min(m1 - m0, MC_max), MR) * kc_most * pack_mr);
