@@ -3,6 +3,8 @@
 // our per-level small-product kernel, or Eigen, serially on at most two tiles of C run in parallel
 // by oneTBB. A batch of many products is one parallel loop over (matrix, tile) pieces: one
 // dispatch, one parallel_for.
+// At "medium" matmul precision (ops/matmul_precision.hpp) a float32 product runs on
+// bf16_gemm_kernel(): the same loops and tiles, on bf16-rounded factors (ops/gemm_bf16.hpp).
 #include "ops/gemm.hpp"
 
 #include <Eigen/Core>
