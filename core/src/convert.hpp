@@ -4,11 +4,14 @@
 //   float → int64     truncates toward zero (-2.7 → -2)
 //   int64 → float     the nearest representable value
 //   float64 → float32 rounds to nearest; out of range becomes ±inf
+//   → bfloat16        through float32 (float64 and int64 round twice, as PyTorch), then to nearest
+//                     even (BFloat16's constructor); bfloat16 → float32 is exact
 // PyTorch leaves float → int64 undefined for NaN, ±inf and values outside int64's range (x86 gives
 // INT64_MIN); tapegrad refuses them with tg::Error naming the value and its index.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "tapegrad/dtype.hpp"
@@ -20,7 +23,7 @@ namespace tg::detail {
 // Whether converting `value` to To is defined: the int64 range check above, true otherwise.
 template <typename To, typename From>
 bool convertible(From value) {
-  if constexpr (std::is_same_v<To, int64_t> && std::is_floating_point_v<From>)
+  if constexpr (std::is_same_v<To, int64_t> && !std::numeric_limits<From>::is_integer)  // float, double, BFloat16
     return value >= From(-0x1p63) && value < From(0x1p63);  // false for NaN
   else
     return true;

@@ -6,8 +6,13 @@
 //
 // The switch lists every dtype, so the lambda is instantiated only for the supported ones and a
 // new dtype cannot slip into an old kernel (the static_assert fails until it is listed here).
+//
+// bfloat16 is in AllDTypes (moving, converting, printing) and not in FloatingDTypes: an op computes
+// bfloat16 through its float32 kernel (bfloat16_compute.hpp), so no arithmetic kernel is ever
+// instantiated for it, and an op that does not do that refuses it here, naming the cast to float32.
 #pragma once
 
+#include <iterator>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -28,10 +33,11 @@ struct DTypes {
   }
 };
 using FloatingDTypes = DTypes<kFloat32, kFloat64>;
-using AllDTypes = DTypes<kFloat32, kFloat64, kInt64, kBool>;
+using AllDTypes = DTypes<kFloat32, kFloat64, kBFloat16, kInt64, kBool>;
 
-// The dtype constant a user writes: "tg::kFloat32".
+// The dtype constant a user writes: "tg::kFloat32", "tg::kBFloat16".
 inline std::string constant_name(DType dtype) {
+  if (dtype == kBFloat16) return "tg::kBFloat16";
   std::string dtype_name(name(dtype));
   dtype_name[0] = static_cast<char>(dtype_name[0] - 'a' + 'A');
   return "tg::k" + dtype_name;
@@ -39,16 +45,22 @@ inline std::string constant_name(DType dtype) {
 
 // The dtype a refused tensor is best cast to: the nearest supported one up the promotion order
 // bool < int64 < float32 < float64 (a bool tensor of an int64 op becomes int64, an int64 tensor
-// of a float op float32), or failing that the nearest one down (float64 to float32).
+// of a float op float32), or failing that the nearest one down (float64 to float32). bfloat16 moves
+// up from between int64 and float32 (to float32), and is the advice only for an op that takes no
+// other float dtype: a storage type that loses bits is never where an int64 tensor is sent.
 template <typename Supported>
 constexpr DType cast_target(DType refused) {
   constexpr DType order[] = {kBool, kInt64, kFloat32, kFloat64};
+  constexpr int count = static_cast<int>(std::size(order));
+  static_assert(count + 1 == kDTypeCount, "a dtype was added: place it in the order above");
+  const DType from = refused == kBFloat16 ? kInt64 : refused;
   int at = 0;
-  while (order[at] != refused) ++at;
-  for (int up = at + 1; up < 4; ++up)
+  while (order[at] != from) ++at;
+  for (int up = at + 1; up < count; ++up)
     if (Supported::contains(order[up])) return order[up];
-  for (int down = at - 1; down >= 0; --down)
+  for (int down = (refused == kBFloat16 ? at + 1 : at) - 1; down >= 0; --down)
     if (Supported::contains(order[down])) return order[down];
+  if (Supported::contains(kBFloat16)) return kBFloat16;
   return refused;  // an op that supports no dtype: not one that exists
 }
 
@@ -90,7 +102,7 @@ void check_dtype_argument(const char* op, DType dtype) {
 
 template <typename Supported, typename Fn>
 decltype(auto) dispatch(const char* op, DType dtype, Fn&& fn) {
-  static_assert(kDTypeCount == 4, "a dtype was added: list it in the switch below");
+  static_assert(kDTypeCount == 5, "a dtype was added: list it in the switch below");
   switch (dtype) {
     case DType::Float32:
       if constexpr (Supported::contains(DType::Float32)) return fn.template operator()<float>();
@@ -103,6 +115,9 @@ decltype(auto) dispatch(const char* op, DType dtype, Fn&& fn) {
       break;
     case DType::Bool:
       if constexpr (Supported::contains(DType::Bool)) return fn.template operator()<bool>();
+      break;
+    case DType::BFloat16:
+      if constexpr (Supported::contains(DType::BFloat16)) return fn.template operator()<BFloat16>();
       break;
   }
   throw_unsupported_dtype<Supported>(op, dtype);

@@ -42,8 +42,17 @@ Tensor map2(const Tensor& a, const Tensor& b, const Fn& fn) {
 }
 
 // a + b for tensors whose shape and dtype the caller has checked; not recorded. The tape adds the
-// gradients arriving at one node with it.
+// gradients arriving at one node with it, bfloat16 ones too.
 inline Tensor add_same_shape(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == kBFloat16) {  // PyTorch's bfloat16 add: each sum in float32, rounded once
+    Tensor out = make_tensor(a.shape(), kBFloat16);
+    const BFloat16 *lhs = a.data<BFloat16>(), *rhs = b.data<BFloat16>();
+    BFloat16* result = out.mutable_data<BFloat16>();
+    parallel_for(a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) result[i] = static_cast<float>(lhs[i]) + static_cast<float>(rhs[i]);
+    });
+    return out;
+  }
   return map2(a, b, [](auto x, auto y) { return x + y; });
 }
 

@@ -52,21 +52,27 @@ constexpr int64_t exact_integer_limit() {
 
 using IntegerDTypes = detail::DTypes<kInt64, kFloat32, kFloat64>;
 
+// The dtypes of the floating-point fills: bfloat16 draws as PyTorch's bfloat16 kernels do.
+using RandomFloatDTypes = detail::DTypes<kFloat32, kFloat64, kBFloat16>;
+
 // Box–Muller on a block of 16 uniforms in place, PyTorch's normal_fill_16: the first 8 values
 // give u₁ = 1 − d[j] (in (0, 1], so the log is finite), the last 8 give u₂ = d[j + 8].
 //   r = √(−2 ln u₁),  θ = 2π·u₂ (computed in double, rounded to T),
 //   d[j] = r cos θ · std + mean,  d[j + 8] = r sin θ · std + mean
+// Every step is rounded to T (`in_t`), as c10::BFloat16's operators and math functions round each
+// result: a no-op for float and double, whose arithmetic already rounds there.
 inline constexpr int64_t kNormalBlock = 16;
 
 template <typename T>
 void box_muller_block(T* d, T mean, T std) {
+  const auto in_t = [](auto value) { return static_cast<T>(value); };
   for (int64_t j = 0; j < kNormalBlock / 2; ++j) {
-    const T u1 = T(1) - d[j];
+    const T u1 = in_t(T(1) - d[j]);
     const T u2 = d[j + kNormalBlock / 2];
-    const T radius = std::sqrt(T(-2) * std::log(u1));
+    const T radius = in_t(std::sqrt(in_t(T(-2) * in_t(std::log(u1)))));
     const T theta = static_cast<T>(2.0 * std::numbers::pi * static_cast<double>(u2));
-    d[j] = radius * std::cos(theta) * std + mean;
-    d[j + kNormalBlock / 2] = radius * std::sin(theta) * std + mean;
+    d[j] = in_t(in_t(in_t(radius * in_t(std::cos(theta))) * std) + mean);
+    d[j + kNormalBlock / 2] = in_t(in_t(in_t(radius * in_t(std::sin(theta))) * std) + mean);
   }
 }
 
@@ -90,7 +96,7 @@ void normal_fill(T* data, int64_t n, T mean, T std, LockedGenerator& gen) {
 
 Tensor& Tensor::uniform_(double low, double high, Generator* generator) {
   check(low <= high, "uniform_", "expected low <= high, got low = ", low, ", high = ", high);
-  return fill_random<detail::FloatingDTypes>(*this, "uniform_", generator, [&]<typename T>(T* out, int64_t n, LockedGenerator& gen) {
+  return fill_random<RandomFloatDTypes>(*this, "uniform_", generator, [&]<typename T>(T* out, int64_t n, LockedGenerator& gen) {
     // PyTorch converts the bounds to the tensor's type first and computes in it.
     const T from = static_cast<T>(low), to = static_cast<T>(high);
     for (int64_t i = 0; i < n; ++i) out[i] = gen.uniform<T>(from, to);
@@ -99,7 +105,7 @@ Tensor& Tensor::uniform_(double low, double high, Generator* generator) {
 
 Tensor& Tensor::normal_(double mean, double stddev, Generator* generator) {
   check(stddev >= 0, "normal_", "expected stddev >= 0, got ", stddev);
-  return fill_random<detail::FloatingDTypes>(*this, "normal_", generator, [&]<typename T>(T* out, int64_t n, LockedGenerator& gen) {
+  return fill_random<RandomFloatDTypes>(*this, "normal_", generator, [&]<typename T>(T* out, int64_t n, LockedGenerator& gen) {
     if (n >= kNormalBlock) {
       normal_fill<T>(out, n, static_cast<T>(mean), static_cast<T>(stddev), gen);
     } else {

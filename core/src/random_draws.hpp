@@ -10,6 +10,7 @@
 #include <numbers>
 #include <type_traits>
 
+#include "tapegrad/bfloat16.hpp"
 #include "tapegrad/generator.hpp"
 
 namespace tg::detail {
@@ -35,7 +36,9 @@ class LockedGenerator {
     return (high << 32) | random();
   }
 
-  // U[from, to) in T. float: 24 bits of one word, scaled in float; double: 53 bits of two words.
+  // U[from, to) in T. float: 24 bits of one word, scaled in float; double: 53 bits of two words;
+  // BFloat16: 8 bits of one word, computed in float (its accumulation type) with to − from rounded
+  // to bfloat16 first (c10::BFloat16's subtraction), the result rounded once.
   //   x = (bits & (2^digits − 1)) · 2^−digits,  x·(to − from) + from
   template <typename T>
   T uniform(T from, T to) {
@@ -47,7 +50,7 @@ class LockedGenerator {
     constexpr int digits = std::numeric_limits<T>::digits;
     constexpr uint64_t mask = (uint64_t{1} << digits) - 1;
     const T x = static_cast<T>(bits & mask) * (T(1) / static_cast<T>(uint64_t{1} << digits));
-    return x * (to - from) + from;
+    return x * static_cast<T>(to - from) + from;
   }
 
   // One N(mean, std) value in double, PyTorch's normal_distribution<double>: Box–Muller on two

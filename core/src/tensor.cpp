@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "autograd/node.hpp"
+#include "bfloat16_kernels.hpp"
 #include "autograd/pass_op.hpp"
 #include "tapegrad/autograd/grad.hpp"
 #include "convert.hpp"
@@ -194,6 +195,7 @@ TG_INSTANTIATE_ACCESSORS(float)
 TG_INSTANTIATE_ACCESSORS(double)
 TG_INSTANTIATE_ACCESSORS(int64_t)
 TG_INSTANTIATE_ACCESSORS(bool)
+TG_INSTANTIATE_ACCESSORS(BFloat16)
 #undef TG_INSTANTIATE_ACCESSORS
 
 // --- in-place initialisation ---------------------------------------------------------------------
@@ -332,6 +334,23 @@ Tensor detail::arange(ArangeScalar start, ArangeScalar end, ArangeScalar step, s
   check(count >= 0 && count <= 0x1p62, "arange", "invalid size, possible overflow: ", start.floating, " -> ",
         end.floating, " with step ", step.floating);
   Tensor out = make_tensor({static_cast<int64_t>(count)}, out_dtype, "arange");
+  if (out_dtype == kBFloat16) {
+    // bfloat16's accumulation type is float. PyTorch 1.13's kernel (AVX2's 16-lane bfloat16
+    // vectors, two per step) rounds the first element of each vector to bfloat16 and adds the
+    // lanes' steps to that: element i = bf16(base + (i − v)·step) with base = bf16(start + v·step),
+    // v = i rounded down to a multiple of 16; the tail past the last whole 32 is
+    // bf16(start + i·step). The same bits as PyTorch (tests/fixtures/make_bfloat16_fixtures.py).
+    constexpr int64_t kLanes = 16;
+    const float first = static_cast<float>(start.floating), stride = static_cast<float>(step.floating);
+    const int64_t n = out.numel(), vectorised = n / (2 * kLanes) * (2 * kLanes);
+    BFloat16* values = out.mutable_data<BFloat16>();
+    for (int64_t v = 0; v < vectorised; v += kLanes) {
+      const BFloat16 base = first + stride * static_cast<float>(v);
+      for (int64_t lane = 0; lane < kLanes; ++lane) values[v + lane] = base + static_cast<float>(lane) * stride;
+    }
+    for (int64_t i = vectorised; i < n; ++i) values[i] = first + stride * static_cast<float>(i);
+    return out;
+  }
   dispatch_floating("arange", out_dtype, [&]<typename T>() {
     T* values = out.mutable_data<T>();
     for (int64_t i = 0; i < out.numel(); ++i)
@@ -348,11 +367,26 @@ Tensor Tensor::to(DType target) const try {
   check(defined(), "to", "undefined tensor");
   if (target == dtype()) return *this;
   Tensor out = make_tensor(shape(), target, "to");
-  detail::dispatch_all("to", dtype(), [&]<typename From>() {
-    detail::dispatch_all("to", target, [&]<typename To>() {
-      detail::convert_values(data<From>(), out.mutable_data<To>(), numel(), "to");
+  if (dtype() == kFloat32 && target == kBFloat16) {
+    // The conversions of every bfloat16 op's route through float32: the vectorised rows, in chunks.
+    const float* in = data<float>();
+    BFloat16* result = out.mutable_data<BFloat16>();
+    detail::parallel_for(numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      detail::float_to_bfloat16(in + begin, result + begin, end - begin);
     });
-  });
+  } else if (dtype() == kBFloat16 && target == kFloat32) {
+    const BFloat16* in = data<BFloat16>();
+    float* result = out.mutable_data<float>();
+    detail::parallel_for(numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      detail::bfloat16_to_float(in + begin, result + begin, end - begin);
+    });
+  } else {
+    detail::dispatch_all("to", dtype(), [&]<typename From>() {
+      detail::dispatch_all("to", target, [&]<typename To>() {
+        detail::convert_values(data<From>(), out.mutable_data<To>(), numel(), "to");
+      });
+    });
+  }
   // Like PyTorch, a conversion to int64 or bool is not differentiable: its result is a constant.
   if (is_floating_point(target) && autograd::needs_grad(*this))
     autograd::record(out, "ToCopyBackward", {*this}, [source = dtype()](const Tensor& g, autograd::GradInputs& grads) {

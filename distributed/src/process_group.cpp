@@ -146,7 +146,8 @@ MPI_Datatype mpi_datatype(DType dtype, const char* op) {
     case DType::Float32: return MPI_FLOAT;
     case DType::Float64: return MPI_DOUBLE;
     case DType::Int64: return MPI_INT64_T;
-    case DType::Bool: break;
+    case DType::Bool:
+    case DType::BFloat16: break;
   }
   throw Error(tg::detail::concat(op, ": expected a float32, float64 or int64 tensor, got ", dtype));
 }

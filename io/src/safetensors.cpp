@@ -21,9 +21,10 @@ constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the limit the reference imp
 constexpr const char* kChecksumPlaceholder = "00000000";
 constexpr size_t kChecksumDigits = 8;
 
-// safetensors' names for tapegrad's dtypes (BOOL is one byte per element, as in PyTorch).
+// safetensors' names for tapegrad's dtypes (BOOL is one byte per element, as in PyTorch; BF16 the
+// upper 16 bits of a float32, little-endian, torch.bfloat16's bytes).
 constexpr std::pair<DType, const char*> kDTypeNames[] = {
-    {kFloat32, "F32"}, {kFloat64, "F64"}, {kInt64, "I64"}, {kBool, "BOOL"}};
+    {kFloat32, "F32"}, {kFloat64, "F64"}, {kInt64, "I64"}, {kBool, "BOOL"}, {kBFloat16, "BF16"}};
 
 const char* dtype_name(DType dtype) {
   for (const auto& [type, name] : kDTypeNames)
@@ -133,7 +134,7 @@ Entry checked_entry(const HeaderEntry& entry, size_t data_bytes, const std::stri
   const std::string& name = entry.name;
   const std::optional<DType> known = dtype_from_name(entry.dtype);
   check(known.has_value(), op, "'", source, "': tensor '", name, "' has dtype ", entry.dtype,
-        "; tapegrad reads F32, F64, I64 and BOOL");
+        "; tapegrad reads F32, F64, BF16, I64 and BOOL");
   const DType type = *known;
   const uint64_t begin = entry.data_offsets[0], end = entry.data_offsets[1];
   const int64_t numel = checked_numel(entry.shape, op);

@@ -17,6 +17,7 @@
 
 #include "activation_kernels.hpp"
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "dispatch.hpp"
 #include "map.hpp"
 #include "out_of_memory.hpp"
@@ -73,6 +74,8 @@ Tensor float32_activation(const Tensor& x, const Op& op) {
 template <typename Op>
 Tensor pointwise_activation(const Tensor& x, const Op& op) try {
   check(x.defined(), Op::kName, "undefined input");
+  if (tg::detail::is_bfloat16(x))  // in float32, rounded once
+    return tg::detail::in_float32([&op](const Tensor& wide) { return pointwise_activation(wide, op); }, x);
   tg::detail::check_dtype<tg::detail::FloatingDTypes>(Op::kName, x.dtype());
   if constexpr (HasFloatKernels<Op>) {
     if (x.dtype() == kFloat32) return float32_activation(x, op);

@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "checked_arithmetic.hpp"
 #include "conv_kernels.hpp"
 #include "conv_shape.hpp"
@@ -266,6 +267,10 @@ template <size_t D>
 Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
                    const ExpandingArray<D>& stride, const ConvPadding<D>& padding, const ExpandingArray<D>& dilation,
                    int64_t groups) try {
+  if (tg::detail::all_bfloat16(input, weight, bias))  // in float32, rounded once
+    return tg::detail::in_float32([&](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return convolution<D>(op, x, w, b, stride, padding, dilation, groups);
+    }, input, weight, bias);
   const Geometry geo = conv_geometry<D>(op, input, weight, bias, stride, padding, dilation, groups);
   return forward_op(geo, input, weight, bias, "ConvolutionBackward");
 } catch (...) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "ops/exp_row_kernels.hpp"
 #include "loss_reduction.hpp"
 #include "out_of_memory.hpp"
@@ -557,6 +558,16 @@ Tensor class_probability_loss(const Tensor& input, const Tensor& target, const T
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) try {
   check_label_smoothing(options.label_smoothing);
+  // bfloat16 logits (with int64 classes, or bfloat16 probabilities, and a bfloat16 weight if any):
+  // the float32 loss and gradient, each rounded once.
+  if (tg::detail::is_bfloat16(input) && (!target.defined() || !is_floating_point(target.dtype()) ||
+                                         tg::detail::is_bfloat16(target)) &&
+      tg::detail::all_bfloat16_or_absent(options.weight)) {
+    CrossEntropyOptions wide = options;
+    wide.weight = tg::detail::widened(options.weight);
+    return tg::detail::in_float32([&](const Tensor& x, const Tensor& t) { return cross_entropy(x, t, wide); }, input,
+                                  target);
+  }
   // As PyTorch: a target of input's shape holds class probabilities, any other one class indices.
   if (input.defined() && target.defined() && input.dim() >= 1 && target.shape() == input.shape()) {
     check_input_and_weight("cross_entropy", input, options.weight);
@@ -597,6 +608,11 @@ Tensor cross_entropy(const Tensor& input, std::initializer_list<int64_t> target,
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) try {
+  if (tg::detail::is_bfloat16(input) && tg::detail::all_bfloat16_or_absent(options.weight)) {  // as cross_entropy
+    NllLossOptions wide = options;
+    wide.weight = tg::detail::widened(options.weight);
+    return tg::detail::in_float32([&](const Tensor& x, const Tensor& t) { return nll_loss(x, t, wide); }, input, target);
+  }
   const ClassLossArgs args = check_class_targets("nll_loss", input, target, options.weight, options.ignore_index);
   return class_index_loss("nll_loss", "NllLossBackward", input, args, options.weight, options.ignore_index,
                           options.reduction, 0.0, false);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "dispatch.hpp"
 #include "ops/indexing.hpp"
 #include "out_of_memory.hpp"
@@ -129,6 +130,11 @@ Tensor functional::embedding(const Tensor& indices, const Tensor& weight, const 
   check(indices.defined() && weight.defined(), op, "undefined indices or weight");
   check(indices.dtype() == kInt64, op, "expected int64 indices, got ", indices.dtype());
   check(weight.dim() == 2, op, "expected a weight of shape [num_embeddings, embedding_dim], got ", weight.shape());
+  // A bfloat16 table: the rows gathered exactly, the gradient summed in float32 and rounded once.
+  // max_norm renormalises the table in place, which a widened copy cannot do: refused below.
+  if (tg::detail::is_bfloat16(weight) && !options.max_norm)
+    return tg::detail::in_float32([&](const Tensor& i, const Tensor& w) { return embedding(i, w, options); }, indices,
+                                  weight);
   tg::detail::check_dtype<tg::detail::FloatingDTypes>(op, weight.dtype());
   // max_norm >= 0 and norm_type > 0 are false for NaN, so these refuse NaN too.
   check(!options.max_norm || *options.max_norm >= 0, op, "expected max_norm >= 0, got ", options.max_norm.value_or(0));

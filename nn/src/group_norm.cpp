@@ -6,6 +6,7 @@
 #include <string>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "batch_norm_kernels.hpp"
 #include "dispatch.hpp"
 #include "out_of_memory.hpp"
@@ -50,6 +51,10 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
                   double eps) try {
   const char* op = "group_norm";
   check(input.defined(), op, "undefined input");
+  if (tg::detail::all_bfloat16(input, weight, bias))  // in float32, rounded once
+    return tg::detail::in_float32([&](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return group_norm(x, num_groups, w, b, eps);
+    }, input, weight, bias);
   check(input.dim() >= 2, op, "expected an input of at least 2 dims [N, C, *], got ", input.shape());
   check(is_floating_point(input.dtype()), op, "expected a float32 or float64 input, got ", input.dtype(),
         tg::detail::cast_advice<tg::detail::FloatingDTypes>(input.dtype()));

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "dispatch.hpp"
 #include "layer_norm_kernels.hpp"
 #include "normalized_rows.hpp"
@@ -19,6 +20,10 @@ namespace functional {
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) try {
+  if (tg::detail::all_bfloat16(x, weight, bias))  // PyTorch's mixed-type kernel: in float32, rounded once
+    return tg::detail::in_float32([&](const Tensor& xs, const Tensor& w, const Tensor& b) {
+      return layer_norm(xs, normalized_shape, w, b, eps);
+    }, x, weight, bias);
   const detail::NormalizedRows rows =
       detail::check_normalized_input("layer_norm", x, normalized_shape, {{&weight, "weight"}, {&bias, "bias"}});
   const int64_t M = rows.M, N = rows.N;  // named copies: the backward closure captures them

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "dispatch.hpp"
 #include "ops/gemm.hpp"
 #include "ops/reduction.hpp"
@@ -60,6 +61,10 @@ namespace functional {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) try {
   check(x.defined() && weight.defined(), "linear", "undefined input or weight");
+  // bfloat16: the float32 kernel (bias + x·Wᵀ accumulated in float32), rounded once.
+  if (tg::detail::all_bfloat16(x, weight, bias))
+    return tg::detail::in_float32([](const Tensor& xs, const Tensor& w, const Tensor& b) { return linear(xs, w, b); },
+                                  x, weight, bias);
   check(weight.dim() == 2, "linear", "expected a weight of shape [out, in], got ", weight.shape());
   const int64_t out = weight.size(0), in = weight.size(1);
   check(x.dim() >= 1 && x.size(-1) == in, "linear", "expected an input of shape [..., ", in, "] for a weight of shape ",

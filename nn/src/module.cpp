@@ -434,7 +434,7 @@ void Module::zero_grad() {
 
 Module& Module::to(DType dtype) try {
   // Parameters require grad, which only float tensors can: refuse before converting any of them.
-  check(is_floating_point(dtype), "Module.to", "parameters must be float32 or float64, got ", dtype);
+  check(is_floating_point(dtype), "Module.to", "parameters must be float32, float64 or bfloat16, got ", dtype);
   // Every conversion first, then the swaps: running out of memory half-way leaves the module as it was.
   struct Conversion {
     Tensor param;  // the parameter's own handle: its identity is what the optimizer holds

@@ -18,7 +18,7 @@ using tg::testing::int64_tensor;
 namespace {
 
 tg::DType dtype_named(const std::string& name) {
-  for (tg::DType dtype : {tg::kFloat32, tg::kFloat64, tg::kInt64, tg::kBool})
+  for (tg::DType dtype : {tg::kFloat32, tg::kFloat64, tg::kInt64, tg::kBool, tg::kBFloat16})
     if (tg::name(dtype) == name) return dtype;
   throw std::runtime_error("dtype_conversions.txt: unknown dtype " + name);
 }
@@ -65,7 +65,7 @@ TEST_CASE("dtype: .to() converts every pair of dtypes as PyTorch does", "[core][
     TG_REQUIRE_EQUAL(input.to(dtype_named(to)), expected);
     ++cases;
   }
-  CHECK(cases == 12);
+  CHECK(cases == 20);
 }
 
 TEST_CASE("dtype: to int64 refuses NaN, infinities and values outside int64's range", "[core][dtype]") {

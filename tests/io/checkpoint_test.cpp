@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "io_test_util.hpp"
+#include "support/tensor_equal.hpp"
 
 using tg::io_test::fixture_path;
 using tg::io_test::read_bytes;
@@ -44,6 +45,12 @@ tg::Tensor interop_tensor(const std::string& name, const tg::Shape& shape) {
   std::vector<double> values(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) values[i] = interop_value(name, i);
   return tg::tensor(values, shape);
+}
+
+// checkpoint_interop.py's bf16_value(name, i) = value(name, i) + 1/3, rounded to bfloat16 as
+// PyTorch rounds float64 (through float32).
+tg::Tensor interop_bf16_tensor(const std::string& name, const tg::Shape& shape) {
+  return (interop_tensor(name, shape).to(tg::kFloat64) + 1.0 / 3.0).to(tg::kBFloat16);
 }
 
 // Everything a load could change: parameter bytes, lr, step count and momentum buffers.
@@ -166,6 +173,44 @@ TEST_CASE("a checkpoint tapegrad writes is read back by the Python script", "[io
   tg::save(model, optimizer, path);
   const std::string command = "python3 " + fixture_path("checkpoint_interop.py") + " --check " + path;
   REQUIRE(std::system(command.c_str()) == 0);
+}
+
+TEST_CASE("bfloat16 weights written by PyTorch (BF16) load bit for bit, or converted to float32",
+          "[io][checkpoint][bfloat16]") {
+  tg::nn::Sequential model = small_model();
+  model.to(tg::kBFloat16);
+  tg::load(model, fixture_path("pytorch_bf16_weights.safetensors"));
+  tg::nn::Sequential float_model = small_model();
+  tg::load(float_model, fixture_path("pytorch_bf16_weights.safetensors"));
+  const auto named = model.named_parameters(), float_named = float_model.named_parameters();
+  REQUIRE(named.size() == 4);
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto& [name, parameter] = named[i];
+    INFO(name);
+    REQUIRE(parameter.dtype() == tg::kBFloat16);
+    TG_REQUIRE_EQUAL(parameter, interop_bf16_tensor(name, parameter.shape()));
+    REQUIRE(float_named[i].second.dtype() == tg::kFloat32);  // exact: bfloat16 → float32
+    TG_REQUIRE_EQUAL(float_named[i].second, interop_bf16_tensor(name, parameter.shape()).to(tg::kFloat32));
+  }
+}
+
+TEST_CASE("a bfloat16 model tapegrad saves is read by Python as torch.bfloat16 and by tapegrad back",
+          "[io][checkpoint][bfloat16]") {
+  tg::nn::Sequential model = small_model();
+  model.to(tg::kBFloat16);
+  {
+    tg::NoGradGuard no_grad;
+    for (auto& [name, parameter] : model.named_parameters()) parameter.copy_(interop_bf16_tensor(name, parameter.shape()));
+  }
+  const std::string path = scratch_path("bf16_for_python.safetensors");
+  tg::save(model, path);
+  const std::string command = "python3 " + fixture_path("checkpoint_interop.py") + " --check-bf16 " + path;
+  REQUIRE(std::system(command.c_str()) == 0);
+  tg::nn::Sequential reloaded = small_model();
+  reloaded.to(tg::kBFloat16);
+  tg::load(reloaded, path);
+  const auto saved = model.named_parameters(), read = reloaded.named_parameters();
+  for (size_t i = 0; i < saved.size(); ++i) TG_REQUIRE_EQUAL(read[i].second, saved[i].second);
 }
 
 TEST_CASE("a bad checkpoint is refused with the reason, and nothing is changed", "[io][checkpoint][errors]") {

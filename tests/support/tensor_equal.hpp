@@ -36,6 +36,12 @@ inline bool equal(const Tensor& a, const Tensor& b) {
     case DType::Float64: return same_elements(a.to_vector<double>(), b.to_vector<double>());
     case DType::Int64: return same_elements(a.to_vector<int64_t>(), b.to_vector<int64_t>());
     case DType::Bool: return same_elements(a.to_vector<bool>(), b.to_vector<bool>());
+    case DType::BFloat16: {  // the bits, any NaN equal to any other as above
+      const std::vector<BFloat16> x = a.to_vector<BFloat16>(), y = b.to_vector<BFloat16>();
+      for (size_t i = 0; i < x.size(); ++i)
+        if (x[i].bits != y[i].bits && !(std::isnan(float(x[i])) && std::isnan(float(y[i])))) return false;
+      return true;
+    }
   }
   return false;
 }

@@ -315,7 +315,8 @@ void mark_needed(const std::vector<std::shared_ptr<Node>>& order, uint64_t pass)
 void check_finite(const Node& node, const std::vector<Tensor>& grads) {
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) continue;
-    const char* problem = detail::dispatch_floating(pass_op, grads[i].dtype(), [&]<typename T>() -> const char* {
+    using GradientDTypes = detail::DTypes<kFloat32, kFloat64, kBFloat16>;
+    const char* problem = detail::dispatch<GradientDTypes>(pass_op, grads[i].dtype(), [&]<typename T>() -> const char* {
       const T* values = grads[i].data<T>();
       for (int64_t j = 0; j < grads[i].numel(); ++j) {
         if (std::isnan(values[j])) return "a NaN";

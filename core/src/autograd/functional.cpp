@@ -302,12 +302,9 @@ namespace {
 
 // Zeros of out's shape with a 1 at flat index r: the grad_output that selects out[r].
 Tensor one_hot(const Tensor& out, int64_t r) {
-  Tensor selector = zeros(out.shape(), out.dtype());
-  if (out.dtype() == kFloat64)
-    selector.mutable_data<double>()[r] = 1.0;
-  else
-    selector.mutable_data<float>()[r] = 1.0f;
-  return selector;
+  Tensor selector = zeros({out.numel()}, out.dtype());
+  selector.index_put_({r}, 1.0);  // in out's dtype, whichever float dtype it is
+  return selector.reshape(out.shape());
 }
 
 // The reverse-mode jacobian behind both jacobian overloads and hessian; `op` names the caller.

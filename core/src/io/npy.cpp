@@ -144,6 +144,10 @@ constexpr std::pair<DType, std::string_view> kDescrs[] = {
 std::string_view descr_of(DType dtype) {
   for (const auto& [type, descr] : kDescrs)
     if (type == dtype) return descr;
+  // NumPy has no bfloat16 (ml_dtypes' is an extension type that np.load cannot read back).
+  check(dtype != kBFloat16, "save_npy",
+        ".npy has no bfloat16 dtype; cast with .to(tg::kFloat32) first (exact), or save a checkpoint: "
+        "safetensors has BF16");
   throw Error(detail::concat("save_npy: no .npy descr for dtype ", dtype));
 }
 
@@ -203,6 +207,11 @@ Tensor decode_npy(const std::string& bytes, const std::string& source) try {
   const HeaderParser::Header header = HeaderParser(header_text, source).parse();
 
   const std::optional<DType> dtype = dtype_from_descr(header.descr);
+  // ml_dtypes writes bfloat16 arrays as 2-byte void records ('<V2' or '|V2'), the only way to put one in a .npy.
+  check(header.descr != "<V2" && header.descr != "|V2" && header.descr.find("bfloat16") == std::string::npos,
+        "load_npy", "'", source, "' holds dtype '", header.descr,
+        "' (bfloat16?): .npy has no bfloat16; save it as float32 (astype(np.float32)) and cast after loading with "
+        ".to(tg::kBFloat16)");
   check(dtype.has_value(), "load_npy", "'", source, "' holds dtype '", header.descr,
         "'; supported are float32 ('<f4'), float64 ('<f8'), int64 ('<i8') and bool ('|b1')");
   check(!header.fortran_order, "load_npy", "'", source,

@@ -158,18 +158,31 @@ Tensor broadcast_map(const Shape& out_shape, const Op& op, const Tensors&... inp
 }
 
 // The dtype two operands are brought to before an op combines them, PyTorch's promotion among
-// tensors: bool < int64 < float32 < float64.
+// tensors: bool < int64 < bfloat16 < float32 < float64 (torch.promote_types: bfloat16 with float32
+// is float32, with int64 or bool bfloat16).
 constexpr DType promote_types(DType a, DType b) {
   constexpr auto rank = [](DType dtype) {
     switch (dtype) {
       case DType::Bool: return 0;
       case DType::Int64: return 1;
-      case DType::Float32: return 2;
-      case DType::Float64: return 3;
+      case DType::BFloat16: return 2;
+      case DType::Float32: return 3;
+      case DType::Float64: return 4;
     }
     return 0;
   };
   return rank(a) >= rank(b) ? a : b;
+}
+
+// The dtype PyTorch computes an op of tensors a and b in (torch.result_type): a 0-d tensor does not
+// raise the dtype of a tensor with dims unless its category is higher (bool < integer < floating):
+// float32 [3] with a float64 0-d is float32, bfloat16 [3] with a float32 0-d bfloat16, int64 [3]
+// with a float64 0-d float64. Operands of the same kind (both 0-d, or both with dims) promote_types.
+inline DType result_type(const Tensor& a, const Tensor& b) {
+  if ((a.dim() == 0) == (b.dim() == 0)) return promote_types(a.dtype(), b.dtype());
+  const DType dims = a.dim() > 0 ? a.dtype() : b.dtype(), zero_dim = a.dim() > 0 ? b.dtype() : a.dtype();
+  const auto category = [](DType dtype) { return dtype == kBool ? 0 : is_floating_point(dtype) ? 2 : 1; };
+  return category(zero_dim) > category(dims) ? promote_types(dims, zero_dim) : dims;
 }
 
 }  // namespace tg::detail

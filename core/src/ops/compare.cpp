@@ -1,7 +1,8 @@
 // Comparisons eq, ne, lt, le, gt, ge (and == != < <= > >=) to bool tensors, with broadcasting, for
 // every dtype. Not differentiable: the result is a constant of the tape, as in PyTorch.
 //
-// Operands of different dtypes are first promoted (bool < int64 < float32 < float64). A scalar is
+// Operands of different dtypes are first promoted (bool < int64 < bfloat16 < float32 < float64; a 0-d
+// operand raises only the category, as torch.result_type: detail::result_type). A scalar is
 // rounded to a float tensor's dtype before comparing (PyTorch: float32 x == 0.1 is true where
 // x holds 0.1f); against int64 and bool tensors an integral scalar compares exactly as int64 and
 // any other scalar in float64 (PyTorch would use float32 there, which only differs past 2^24).
@@ -18,7 +19,7 @@ namespace {
 template <typename Compare>
 Tensor compare(const Tensor& a, const Tensor& b, const char* op) try {
   check(a.defined() && b.defined(), op, "undefined tensor operand");
-  const DType common = detail::promote_types(a.dtype(), b.dtype());
+  const DType common = detail::result_type(a, b);
   NoGradGuard no_grad;  // the promoting copies are not recorded either
   const Tensor lhs = a.to(common), rhs = b.to(common);
   const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), op);

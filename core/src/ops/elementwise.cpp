@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "ops/broadcast.hpp"
 #include "ops/reduction.hpp"
 #include "out_of_memory.hpp"
@@ -64,11 +65,12 @@ Tensor gradient_term(const char* node_name, const Tensor& g, const Tensor& a, co
 }
 
 // The dtype PyTorch computes a binary op of a and b in: the larger of the two (bool < int64 <
-// float32 < float64), or float32, its default float dtype, for integer operands of an op that is
-// floating-point only (`to_float`: atan2).
+// bfloat16 < float32 < float64; a 0-d operand only raises the category, detail::result_type), or
+// float32, its default float dtype, for integer operands of an op that is floating-point only
+// (`to_float`: atan2).
 DType promoted_dtype(const Tensor& a, const Tensor& b, const char* op, bool to_float) {
   check(a.defined() && b.defined(), op, "undefined tensor operand");
-  const DType common = detail::promote_types(a.dtype(), b.dtype());
+  const DType common = detail::result_type(a, b);
   return to_float && !is_floating_point(common) ? kFloat32 : common;
 }
 
@@ -94,6 +96,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape, double scale) {
 // back over those dims (sum_to).
 
 Tensor operator+(const Tensor& a, const Tensor& b) try {
+  if (detail::all_bfloat16(a, b)) return detail::in_float32([](const Tensor& x, const Tensor& y) { return x + y; }, a, b);
   Tensor out = broadcast_binary(a, b, "add", [](auto x, auto y) { return x + y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "AddBackward", {a, b},
@@ -107,6 +110,7 @@ Tensor operator+(const Tensor& a, const Tensor& b) try {
 }
 
 Tensor operator-(const Tensor& a, const Tensor& b) try {
+  if (detail::all_bfloat16(a, b)) return detail::in_float32([](const Tensor& x, const Tensor& y) { return x - y; }, a, b);
   Tensor out = broadcast_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "SubBackward", {a, b},
@@ -120,6 +124,7 @@ Tensor operator-(const Tensor& a, const Tensor& b) try {
 }
 
 Tensor operator*(const Tensor& a, const Tensor& b) try {
+  if (detail::all_bfloat16(a, b)) return detail::in_float32([](const Tensor& x, const Tensor& y) { return x * y; }, a, b);
   Tensor out = broadcast_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "MulBackward", {a, b},
@@ -136,6 +141,7 @@ Tensor operator*(const Tensor& a, const Tensor& b) try {
 }
 
 Tensor operator/(const Tensor& a, const Tensor& b) try {
+  if (detail::all_bfloat16(a, b)) return detail::in_float32([](const Tensor& x, const Tensor& y) { return x / y; }, a, b);
   Tensor out = broadcast_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "DivBackward", {a, b},
@@ -170,6 +176,8 @@ Tensor operator/(double a, const Tensor& b) { return scalar_like(a, b) / b; }
 //             where log(0) = -inf would give NaN or -inf)
 // base^e is recomputed from the saved operands rather than saved: the same bits as the forward.
 Tensor pow(const Tensor& base, const Tensor& exponent) try {
+  if (detail::all_bfloat16(base, exponent))
+    return detail::in_float32([](const Tensor& b, const Tensor& e) { return pow(b, e); }, base, exponent);
   Tensor out = broadcast_binary(base, exponent, "pow", [](auto b, auto e) { return std::pow(b, e); });
   if (autograd::needs_grad(base, exponent))
     autograd::record(out, "PowBackward", {base, exponent},
@@ -224,6 +232,8 @@ Tensor Tensor::pow(const Tensor& exponent) const { return tg::pow(*this, exponen
 //   a: g · b · r        b: g · (−a) · r
 Tensor atan2(const Tensor& a, const Tensor& b) try {
   const DType common = promoted_dtype(a, b, "atan2", /*to_float=*/true);
+  if (common == kBFloat16)
+    return detail::in_float32([](const Tensor& y, const Tensor& x) { return atan2(y, x); }, a.to(common), b.to(common));
   const Tensor y = a.to(common), x = b.to(common);  // recorded: a promoted operand's gradient comes back in its dtype
   Tensor out = broadcast_binary(y, x, "atan2", [](auto yv, auto xv) { return std::atan2(yv, xv); });
   if (autograd::needs_grad(y, x))
@@ -303,6 +313,9 @@ template <bool floored>
 Tensor modulo_op(const Tensor& a, const Tensor& b, const char* op, const char* node_name) try {
   using Supported = detail::DTypes<kFloat32, kFloat64, kInt64>;
   const DType common = promoted_dtype(a, b, op, /*to_float=*/false);
+  if (common == kBFloat16)
+    return detail::in_float32([op, node_name](const Tensor& x, const Tensor& y) { return modulo_op<floored>(x, y, op, node_name); },
+                              a.to(common), b.to(common));
   detail::check_dtype<Supported>(op, common);
   const Tensor lhs = a.to(common), rhs = b.to(common);  // recorded, as atan2's
   (void)broadcast_shapes(a.shape(), b.shape(), op);  // a shape mismatch is reported before a zero divisor

@@ -60,10 +60,11 @@ void walk_lines(const AlongDim& layout, bool reverse, Acc init, const Step& step
 }
 
 // Sums (Product: products) along every line of x, into out of x's shape (Scan: the running ones)
-// or of [outer, inner] (the totals), of fold_result_dtype(x.dtype()). Any dtype.
+// or of [outer, inner] (the totals), of fold_result_dtype(x.dtype()). Any dtype but bfloat16, which
+// its callers compute in float32 (bfloat16_compute.hpp).
 template <bool Scan, bool Product>
 void sum_or_multiply_lines(const Tensor& x, Tensor& out, const AlongDim& layout, bool reverse, const char* op) {
-  dispatch_all(op, x.dtype(), [&]<typename T>() {
+  dispatch<DTypes<kFloat32, kFloat64, kInt64, kBool>>(op, x.dtype(), [&]<typename T>() {
     using Acc = FoldAccumulator<T>;
     const T* in = x.data<T>();
     FoldResult<T>* result = out.mutable_data<FoldResult<T>>();

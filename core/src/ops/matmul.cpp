@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "dispatch.hpp"
 #include "ops/broadcast.hpp"
 #include "ops/elementwise.hpp"
@@ -215,7 +216,11 @@ Plan plan_bmm(const Tensor& batch1, const Tensor& batch2, const char* op) {
 
 }  // namespace
 
+// bfloat16 products: the operands widened to float32 (exact), float32 accumulation, the product
+// rounded once, as PyTorch's CPU kernels. This is the bfloat16 entry point of all three products;
+// a bfloat16 GEMM that gives the same bits replaces the float32 route here.
 Tensor matmul(const Tensor& a, const Tensor& b) try {
+  if (detail::all_bfloat16(a, b)) return detail::in_float32([](const Tensor& x, const Tensor& y) { return matmul(x, y); }, a, b);
   const Plan plan = plan_product(a, b, "matmul");
   return planned_product(plan, a, b, "matmul", "MatmulBackward");
 } catch (...) {
@@ -223,6 +228,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) try {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) try {
+  if (detail::all_bfloat16(a, b)) return detail::in_float32([](const Tensor& x, const Tensor& y) { return bmm(x, y); }, a, b);
   const Plan plan = plan_bmm(a, b, "bmm");
   return planned_product(plan, a, b, "bmm", "BmmBackward");
 } catch (...) {
@@ -233,6 +239,10 @@ Tensor bmm(const Tensor& a, const Tensor& b) try {
 // (its NaNs do not reach out), as in PyTorch; its gradient is then 0.
 //   d input = β · sum_to(G),  d batch1_i = α · G_i · batch2_iᵀ,  d batch2_i = α · batch1_iᵀ · G_i
 Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta, double alpha) try {
+  if (detail::all_bfloat16(input, batch1, batch2))
+    return detail::in_float32([beta, alpha](const Tensor& x, const Tensor& b1, const Tensor& b2) {
+      return baddbmm(x, b1, b2, beta, alpha);
+    }, input, batch1, batch2);
   const Plan plan = plan_bmm(batch1, batch2, "baddbmm");
   check(input.defined(), "baddbmm", "undefined input");
   check(input.dtype() == batch1.dtype(), "baddbmm", "dtypes differ: input ", input.dtype(), ", batches ",

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/line_walk.hpp"
 #include "ops/reduction_kernels.hpp"
@@ -106,6 +107,8 @@ Tensor fold_reduction(const Tensor& x, const ReductionPlan& plan, const char* op
 Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool average, const char* op,
                   const char* backward_name) try {
   check(x.defined(), op, "undefined tensor");
+  if (is_bfloat16(x))  // accumulated in float32 and rounded once, as PyTorch's bfloat16 sum
+    return in_float32([&](const Tensor& wide) { return scaled_sum(wide, dims, keepdim, average, op, backward_name); }, x);
   check(!average || is_floating_point(x.dtype()), op, x.dtype(),
         " tensors have no mean; cast first: x.to(tg::kFloat32).mean()");
   const ReductionPlan plan = plan_reduction(x.shape(), dims, keepdim, op);
@@ -135,6 +138,7 @@ Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdi
 Tensor product(const Tensor& x, std::optional<int64_t> dim, bool keepdim) try {
   const char* op = "prod";
   check(x.defined(), op, "undefined tensor");
+  if (is_bfloat16(x)) return in_float32([&](const Tensor& wide) { return product(wide, dim, keepdim); }, x);
   const ReductionPlan plan =
       plan_reduction(x.shape(), dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{}, keepdim, op);
   Tensor out = fold_reduction</*Product=*/true>(x, plan, op);
@@ -160,6 +164,8 @@ Tensor product(const Tensor& x, std::optional<int64_t> dim, bool keepdim) try {
 
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
   if (grad.shape() == shape) return grad;
+  // The gradient of a bfloat16 expand or broadcast (ops that only move values).
+  if (is_bfloat16(grad)) return in_float32([&](const Tensor& wide) { return sum_to(wide, shape); }, grad);
   // Reduce the leading dims that broadcasting added and the dims where the input had size 1.
   const size_t lead = grad.shape().size() - shape.size();
   std::vector<int64_t> dims;
@@ -198,6 +204,9 @@ Tensor Tensor::variance(const std::vector<int64_t>& dims, double correction, boo
   const Tensor& x = *this;
   const char* op = standard_deviation ? "std" : "var";
   check(x.defined(), op, "undefined tensor");
+  if (detail::is_bfloat16(x))
+    return detail::in_float32(
+        [&](const Tensor& wide) { return wide.variance(dims, correction, keepdim, standard_deviation); }, x);
   detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
   check(!std::isnan(correction), op, "correction must be a number, got NaN");
   const detail::ReductionPlan plan = detail::plan_reduction(x.shape(), dims, keepdim, op);

@@ -18,6 +18,7 @@
 #include "ops/scan.hpp"
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "ops/line_walk.hpp"
 #include "out_of_memory.hpp"
 
@@ -107,6 +108,7 @@ Tensor cumulative(const Tensor& x, int64_t dim, bool product) {
   const char* op = product ? "cumprod" : "cumsum";
   try {
     check(x.defined(), op, "undefined tensor");
+    if (is_bfloat16(x)) return in_float32([&](const Tensor& wide) { return cumulative(wide, dim, product); }, x);
     const int64_t d = normalize_dim_0d(dim, x, op);  // a 0-d tensor takes dim 0 or -1, as in PyTorch
     return product ? scan_prod(x, d, false) : scan_sum(x, d, false);
   } catch (...) {

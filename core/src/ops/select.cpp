@@ -4,6 +4,7 @@
 // backward (create_graph) gives the same with recorded ops (where, masked_fill, a product with the
 // constant shares), so that it can be differentiated again.
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "ops/broadcast.hpp"
 #include "ops/reduction.hpp"
 #include "out_of_memory.hpp"
@@ -40,7 +41,11 @@ T winner_share(T p, T q) {
 template <bool Larger>
 Tensor pick_elementwise(const Tensor& a, const Tensor& b, const char* op, const char* node_name) try {
   check(a.defined() && b.defined(), op, "undefined tensor operand");
-  const DType common = detail::promote_types(a.dtype(), b.dtype());
+  const DType common = detail::result_type(a, b);
+  if (common == kBFloat16)  // in float32 (exact: a selection), rounded back
+    return detail::in_float32([op, node_name](const Tensor& x, const Tensor& y) {
+      return pick_elementwise<Larger>(x, y, op, node_name);
+    }, a.to(common), b.to(common));
   check(common != kBool, op, "not implemented for two bool tensors (supported: float32, float64, int64)",
         detail::cast_advice<detail::DTypes<kFloat32, kFloat64, kInt64>>(kBool));
   // Recorded conversions: a promoted operand gets its gradient back in its own dtype.
@@ -94,7 +99,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return a.minimum(b); }
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) try {
   check(condition.defined() && a.defined() && b.defined(), "where", "undefined tensor operand");
   check(condition.dtype() == kBool, "where", "expected a bool condition, got ", condition.dtype());
-  const DType common = detail::promote_types(a.dtype(), b.dtype());
+  const DType common = detail::result_type(a, b);
   const Tensor lhs = a.to(common), rhs = b.to(common);
   const Shape out_shape =
       broadcast_shapes(condition.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "dispatch.hpp"
 #include "map.hpp"
 #include "ops/along_dim.hpp"
@@ -99,6 +100,10 @@ Tensor scatter_to_dim(const Tensor& g, const Tensor& indices, int64_t dim, const
 template <bool Max>
 Tensor::ValuesAndIndices select_values(const Tensor& x, int64_t dim, bool keepdim, const char* op,
                                        const char* backward_name) try {
+  if (detail::is_bfloat16(x)) {  // selected in float32 (exact), the values rounded back (exact too)
+    Tensor::ValuesAndIndices wide = select_values<Max>(x.to(kFloat32), dim, keepdim, op, backward_name);
+    return {wide.values.to(kBFloat16), wide.indices};
+  }
   const SelectPlan plan = plan_select(x, dim, keepdim, op);
   Tensor values = make_tensor(plan.out_shape, x.dtype(), op);
   Tensor indices = make_tensor(plan.out_shape, kInt64, op);
@@ -127,6 +132,7 @@ Tensor::ValuesAndIndices select_values(const Tensor& x, int64_t dim, bool keepdi
 
 template <bool Max>
 Tensor select_index(const Tensor& x, int64_t dim, bool keepdim, const char* op) try {
+  if (detail::is_bfloat16(x)) return select_index<Max>(x.to(kFloat32), dim, keepdim, op);  // exact
   const SelectPlan plan = plan_select(x, dim, keepdim, op);
   Tensor indices = make_tensor(plan.out_shape, kInt64, op);
   detail::dispatch<SelectDTypes>(op, x.dtype(), [&]<typename T>() {
@@ -154,6 +160,8 @@ Tensor select_all(const Tensor& x, const char* op, const char* backward_name) tr
   check(x.defined(), op, "undefined input");
   check(x.numel() > 0, op, "cannot reduce an empty tensor (shape ", x.shape(),
         "): the operation has no identity; give a dim");
+  if (detail::is_bfloat16(x))
+    return detail::in_float32([&](const Tensor& wide) { return select_all<Max>(wide, op, backward_name); }, x);
   Tensor value = select_values<Max>(make_view(x, {x.numel()}), 0, false, op, backward_name).values;
   if (autograd::needs_grad(x))
     autograd::record(value, backward_name, {x},

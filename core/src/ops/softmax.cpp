@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "deterministic_sum.hpp"
 #include "dispatch.hpp"
 #include "ops/along_dim.hpp"
@@ -134,6 +135,8 @@ void softmax_backward(const T* dy, const T* y, T* dx, const AlongDim& layout) {
 template <bool Log>
 Tensor softmax_op(const Tensor& x, int64_t dim, const char* op, const char* backward_name) try {
   check(x.defined(), op, "undefined input");
+  if (detail::is_bfloat16(x))
+    return detail::in_float32([&](const Tensor& wide) { return softmax_op<Log>(wide, dim, op, backward_name); }, x);
   detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
   const int64_t d = detail::normalize_dim_0d(dim, x, op);
   const AlongDim layout = detail::along_dim(x.shape(), d);
@@ -205,6 +208,7 @@ Tensor Tensor::log_softmax(int64_t dim) const { return tg::log_softmax(*this, di
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) try {
   const char* op = "logsumexp";
   check(x.defined(), op, "undefined input");
+  if (detail::is_bfloat16(x)) return detail::in_float32([&](const Tensor& wide) { return logsumexp(wide, dims, keepdim); }, x);
   detail::check_dtype<detail::FloatingDTypes>(op, x.dtype());
   const int64_t ndim = x.dim();
   std::vector<bool> reduced(static_cast<size_t>(ndim), dims.empty());

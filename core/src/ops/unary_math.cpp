@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "map.hpp"
 #include "ops/broadcast.hpp"
 #include "ops/gelu_kernels.hpp"
@@ -67,6 +68,10 @@ template <Saved saved, Integers integers = Integers::Refused, typename Forward, 
 Tensor unary_op(const Tensor& x, const char* op, const char* node_name, const Forward& forward,
                 const Derivative& derivative, const GraphDerivative& graph) try {
   check(x.defined(), op, "undefined tensor");
+  if (detail::is_bfloat16(x))  // in float32, rounded once (bfloat16_compute.hpp)
+    return detail::in_float32(
+        [&](const Tensor& wide) { return unary_op<saved, integers>(wide, op, node_name, forward, derivative, graph); },
+        x);
   if constexpr (integers == Integers::ToFloat)
     if (!is_floating_point(x.dtype()))
       return unary_op<saved>(x.to(kFloat32), op, node_name, forward, derivative, graph);
@@ -462,6 +467,8 @@ Tensor Tensor::gelu(std::string_view approximate) const try {
   const bool tanh_form = approximate == "tanh";
   check(tanh_form || approximate == "none", "gelu", "approximate must be \"none\" or \"tanh\", got \"", approximate,
         "\"");
+  if (detail::is_bfloat16(*this))
+    return detail::in_float32([approximate](const Tensor& x) { return x.gelu(approximate); }, *this);
   if (defined() && dtype() == kFloat32)
     return gelu_float32(*this, tanh_form ? detail::GeluApproximation::tanh : detail::GeluApproximation::none);
   if (tanh_form)
@@ -563,6 +570,10 @@ Tensor Tensor::clamp(const std::optional<Tensor>& min, const std::optional<Tenso
   const char* op = "clamp";
   check(defined(), op, "undefined tensor");
   check(min || max, op, "at least one of min and max must be given");
+  if (detail::all_bfloat16(*this, min, max))
+    return detail::in_float32([](const Tensor& x, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi) {
+      return x.clamp(lo, hi);
+    }, *this, min, max);
   detail::check_dtype<detail::FloatingDTypes>(op, dtype());
   for (const auto& [bound, name] : {std::pair{&min, "min"}, std::pair{&max, "max"}}) {
     if (!*bound) continue;
