@@ -94,7 +94,7 @@ TEST_CASE("bfloat16: embedding, conv2d and mse_loss compute in float32 and round
   }
 }
 
-TEST_CASE("bfloat16: the other norms are their float32 kernels on the widened values, rounded once", "[nn][bfloat16]") {
+TEST_CASE("bfloat16: the other norms and pooling are their float32 kernels on the widened values, rounded once", "[nn][bfloat16]") {
   tg::manual_seed(9);
   const Tensor x = tg::randn({2, 4, 3}).to(tg::kBFloat16), weight = tg::randn({4}).to(tg::kBFloat16);
   const Tensor bias = tg::randn({4}).to(tg::kBFloat16), scale = tg::randn({3}).to(tg::kBFloat16);
@@ -102,6 +102,11 @@ TEST_CASE("bfloat16: the other norms are their float32 kernels on the widened va
   TG_REQUIRE_EQUAL(F::group_norm(x, 2, weight, bias, 1e-5),
                    F::group_norm(wide(x), 2, wide(weight), wide(bias), 1e-5).to(tg::kBFloat16));
   TG_REQUIRE_EQUAL(F::rms_norm(x, {3}, scale, 1e-6), F::rms_norm(wide(x), {3}, wide(scale), 1e-6).to(tg::kBFloat16));
+  // Pooling: a selection (max, exact) and an average rounded once.
+  const Tensor image = tg::randn({1, 2, 4, 4}).to(tg::kBFloat16);
+  TG_REQUIRE_EQUAL(F::max_pool2d(image, 2), F::max_pool2d(wide(image), 2).to(tg::kBFloat16));
+  TG_REQUIRE_EQUAL(F::avg_pool2d(image, 2), F::avg_pool2d(wide(image), 2).to(tg::kBFloat16));
+  TG_REQUIRE_EQUAL(F::adaptive_avg_pool2d(image, 1), F::adaptive_avg_pool2d(wide(image), 1).to(tg::kBFloat16));
 }
 
 TEST_CASE("bfloat16: a module converted with to(kBFloat16) trains its forward and backward in bfloat16",
