@@ -133,3 +133,22 @@ TEST_CASE("bfloat16: a module converted with to(kBFloat16) trains its forward an
   // Mixed dtypes are refused, as for float32 with float64.
   REQUIRE_THROWS_WITH(linear.forward(x), Catch::Contains("linear") && Catch::Contains("dtypes differ"));
 }
+
+TEST_CASE("bfloat16: the layers without a bfloat16 route refuse it, naming the cast", "[nn][bfloat16][errors]") {
+  const Tensor x = tg::ones({2, 3, 4}, tg::kBFloat16);
+  const auto refuses = [](const std::function<void()>& op, const std::string& name) {
+    INFO(name);
+    REQUIRE_THROWS_WITH(op(), Catch::StartsWith(name) && Catch::Contains("bfloat16") &&
+                                  Catch::Contains(".to(tg::kFloat32)"));
+  };
+  refuses([&] { (void)F::dropout(x, 0.5, true); }, "dropout");
+  refuses([&] { (void)F::batch_norm(x, tg::zeros({3}, tg::kBFloat16), tg::ones({3}, tg::kBFloat16)); }, "batch_norm");
+  refuses([&] { (void)F::scaled_dot_product_attention(x, x, x); }, "scaled_dot_product_attention");
+  refuses([&] { (void)tg::nn::binary_cross_entropy(x * 0.5, x * 0.5); }, "binary_cross_entropy");
+  // An optimizer steps float32 and float64 parameters (bfloat16 master weights are autocast's job).
+  tg::nn::Linear linear(4, 2);
+  linear.to(tg::kBFloat16);
+  linear.forward(x).to(tg::kFloat32).sum().backward();
+  tg::optim::SGD sgd(linear.parameters(), {.lr = 0.1});
+  REQUIRE_THROWS_WITH(sgd.step(), Catch::Contains("bfloat16") && Catch::Contains(".to(tg::kFloat32)"));
+}
