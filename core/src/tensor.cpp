@@ -292,6 +292,7 @@ Tensor tensor(const std::vector<T>& values, const Shape& shape, DType dtype) try
 template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&, DType);
 template Tensor tensor<float>(const std::vector<float>&, const Shape&, DType);
 template Tensor tensor<bool>(const std::vector<bool>&, const Shape&, DType);
+template Tensor tensor<BFloat16>(const std::vector<BFloat16>&, const Shape&, DType);
 
 // torch.arange's rules (RangeFactories.cpp): the arguments are read in the result's accumulation
 // type (int64 for int64, double for the floats), the size is ceil((end − start) / step) in double

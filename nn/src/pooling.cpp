@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "checked_arithmetic.hpp"
 #include "dispatch.hpp"
 #include "out_of_memory.hpp"
@@ -396,6 +397,8 @@ Tensor avg_pool_adjoint_op(const Tensor& dy, const std::shared_ptr<const AvgPlan
 namespace functional {
 
 Tensor max_pool2d(const Tensor& x, ExpandingArray<2> kernel_size, const MaxPool2dFuncOptions& options) try {
+  if (tg::detail::is_bfloat16(x))  // in float32, rounded back (exact: a selection)
+    return tg::detail::in_float32([&](const Tensor& wide) { return max_pool2d(wide, kernel_size, options); }, x);
   return max_pool(x, max_pool_geometry(x, kernel_size, options, "max_pool2d"), false, "MaxPool2DWithIndicesBackward")
       .first;
 } catch (...) {
@@ -411,6 +414,8 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, ExpandingArra
 }
 
 Tensor avg_pool2d(const Tensor& x, ExpandingArray<2> kernel_size, const AvgPool2dFuncOptions& options) try {
+  if (tg::detail::is_bfloat16(x))  // in float32, rounded once
+    return tg::detail::in_float32([&](const Tensor& wide) { return avg_pool2d(wide, kernel_size, options); }, x);
   const char* op = "avg_pool2d";
   check(!options.divisor_override || *options.divisor_override != 0, op, "divisor_override must not be 0");
   auto plan = std::make_shared<AvgPlan>();
@@ -428,6 +433,8 @@ Tensor avg_pool2d(const Tensor& x, ExpandingArray<2> kernel_size, const AvgPool2
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray<2> output_size) try {
+  if (tg::detail::is_bfloat16(x))  // in float32, rounded once
+    return tg::detail::in_float32([&](const Tensor& wide) { return adaptive_avg_pool2d(wide, output_size); }, x);
   auto plan = std::make_shared<AvgPlan>();
   plan->g = adaptive_geometry(x, output_size, "adaptive_avg_pool2d");
   plan->divisor = AvgPlan::Divisor::kAdaptive;
@@ -439,6 +446,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray<2> output_size) try {
 }
 
 Tensor adaptive_max_pool2d(const Tensor& x, ExpandingArray<2> output_size) try {
+  if (tg::detail::is_bfloat16(x))  // in float32, rounded back (exact)
+    return tg::detail::in_float32([&](const Tensor& wide) { return adaptive_max_pool2d(wide, output_size); }, x);
   return max_pool(x, adaptive_geometry(x, output_size, "adaptive_max_pool2d"), false, "AdaptiveMaxPool2DBackward")
       .first;
 } catch (...) {

@@ -121,6 +121,11 @@ TEST_CASE("bfloat16: creation, arange and random draws give PyTorch's values", "
   CHECK(tg::tensor({1.0, 2.5, -0.1}, {3}, tg::kBFloat16).to_vector<BFloat16>()[2].bits == 0xBDCD);
   CHECK(tg::scalar_tensor(-0.1, tg::kBFloat16).item() == -0.10009765625);
   CHECK(tg::zeros_like(tg::ones({2}, tg::kBFloat16)).dtype() == tg::kBFloat16);
+  // A std::vector of BFloat16 keeps its bits; of float, it is rounded once.
+  const std::vector<BFloat16> halves = {BFloat16::from_bits(0x3F81), BFloat16::from_bits(0x7FC0)};
+  CHECK(tg::tensor(halves).dtype() == tg::kBFloat16);
+  CHECK(tg::tensor(halves).to_vector<BFloat16>()[0].bits == 0x3F81);
+  CHECK(tg::tensor(std::vector<float>{1.0f + 0x1p-8f}, {}, tg::kBFloat16).to_vector<BFloat16>()[0].bits == 0x3F80);
   CHECK(tg::empty({4}, tg::kBFloat16).numel() == 4);
   for (const char* name : {"arange_0_10_0p1", "arange_1p3_50p7_0p37", "arange_m3_300_1p1", "arange_0_5_1"}) {
     INFO(name);
@@ -190,6 +195,12 @@ TEST_CASE("bfloat16: the ops that only move values keep the dtype and the bits",
   const Tensor leaf = tg::tensor({1.0, 2.0}, {2}, tg::kBFloat16).requires_grad_();
   leaf.unsqueeze(0).expand({3, 2}).to(tg::kFloat32).sum().backward();
   TG_REQUIRE_EQUAL(leaf.grad(), tg::full({2}, 3.0, tg::kBFloat16));
+  // Selections pass bfloat16 gradients through; index_select and gather add theirs in float32.
+  const Tensor picked = tg::tensor({1.0, 2.0, 3.0}, {3}, tg::kBFloat16).requires_grad_();
+  const Tensor rows = tg::tensor(std::vector<int64_t>{2, 0, 2});
+  const Tensor chosen = tg::where(tg::tensor(std::vector<bool>{true, false, true}), picked, tg::zeros_like(picked));
+  (chosen + picked.index_select(0, rows) + picked.gather(0, rows)).to(tg::kFloat32).sum().backward();
+  TG_REQUIRE_EQUAL(picked.grad(), tg::tensor({3.0, 0.0, 5.0}, {3}, tg::kBFloat16));
   // A leaf used twice: its two bfloat16 gradients add in float32, rounded once.
   const Tensor twice = tg::tensor({1.0}, {1}, tg::kBFloat16).requires_grad_();
   (twice * 0.1 + twice * 3.0).sum().backward();

@@ -94,7 +94,7 @@ TEST_CASE("bfloat16: embedding, conv2d and mse_loss compute in float32 and round
   }
 }
 
-TEST_CASE("bfloat16: the other norms are their float32 kernels on the widened values, rounded once", "[nn][bfloat16]") {
+TEST_CASE("bfloat16: the other norms and pooling are their float32 kernels on the widened values, rounded once", "[nn][bfloat16]") {
   tg::manual_seed(9);
   const Tensor x = tg::randn({2, 4, 3}).to(tg::kBFloat16), weight = tg::randn({4}).to(tg::kBFloat16);
   const Tensor bias = tg::randn({4}).to(tg::kBFloat16), scale = tg::randn({3}).to(tg::kBFloat16);
@@ -102,6 +102,11 @@ TEST_CASE("bfloat16: the other norms are their float32 kernels on the widened va
   TG_REQUIRE_EQUAL(F::group_norm(x, 2, weight, bias, 1e-5),
                    F::group_norm(wide(x), 2, wide(weight), wide(bias), 1e-5).to(tg::kBFloat16));
   TG_REQUIRE_EQUAL(F::rms_norm(x, {3}, scale, 1e-6), F::rms_norm(wide(x), {3}, wide(scale), 1e-6).to(tg::kBFloat16));
+  // Pooling: a selection (max, exact) and an average rounded once.
+  const Tensor image = tg::randn({1, 2, 4, 4}).to(tg::kBFloat16);
+  TG_REQUIRE_EQUAL(F::max_pool2d(image, 2), F::max_pool2d(wide(image), 2).to(tg::kBFloat16));
+  TG_REQUIRE_EQUAL(F::avg_pool2d(image, 2), F::avg_pool2d(wide(image), 2).to(tg::kBFloat16));
+  TG_REQUIRE_EQUAL(F::adaptive_avg_pool2d(image, 1), F::adaptive_avg_pool2d(wide(image), 1).to(tg::kBFloat16));
 }
 
 TEST_CASE("bfloat16: a module converted with to(kBFloat16) trains its forward and backward in bfloat16",
@@ -127,4 +132,23 @@ TEST_CASE("bfloat16: a module converted with to(kBFloat16) trains its forward an
   TG_REQUIRE_EQUAL(y, F::linear(rounded_x, w32, b32).to(tg::kBFloat16));
   // Mixed dtypes are refused, as for float32 with float64.
   REQUIRE_THROWS_WITH(linear.forward(x), Catch::Contains("linear") && Catch::Contains("dtypes differ"));
+}
+
+TEST_CASE("bfloat16: the layers without a bfloat16 route refuse it, naming the cast", "[nn][bfloat16][errors]") {
+  const Tensor x = tg::ones({2, 3, 4}, tg::kBFloat16);
+  const auto refuses = [](const std::function<void()>& op, const std::string& name) {
+    INFO(name);
+    REQUIRE_THROWS_WITH(op(), Catch::StartsWith(name) && Catch::Contains("bfloat16") &&
+                                  Catch::Contains(".to(tg::kFloat32)"));
+  };
+  refuses([&] { (void)F::dropout(x, 0.5, true); }, "dropout");
+  refuses([&] { (void)F::batch_norm(x, tg::zeros({3}, tg::kBFloat16), tg::ones({3}, tg::kBFloat16)); }, "batch_norm");
+  refuses([&] { (void)F::scaled_dot_product_attention(x, x, x); }, "scaled_dot_product_attention");
+  refuses([&] { (void)tg::nn::binary_cross_entropy(x * 0.5, x * 0.5); }, "binary_cross_entropy");
+  // An optimizer steps float32 and float64 parameters (bfloat16 master weights are autocast's job).
+  tg::nn::Linear linear(4, 2);
+  linear.to(tg::kBFloat16);
+  linear.forward(x).to(tg::kFloat32).sum().backward();
+  tg::optim::SGD sgd(linear.parameters(), {.lr = 0.1});
+  REQUIRE_THROWS_WITH(sgd.step(), Catch::Contains("bfloat16") && Catch::Contains(".to(tg::kFloat32)"));
 }

@@ -1,5 +1,5 @@
 /// @file
-/// tg::Tensor — a dense, row-major, N-d array of float32, float64, int64 or bool (dtype.hpp) whose
+/// tg::Tensor — a dense, row-major, N-d array of float32, float64, bfloat16, int64 or bool (dtype.hpp) whose
 /// operations are recorded on a tape and differentiated in reverse.
 ///
 /// A Tensor is a cheap handle: copies share the same storage and the same autograd state, exactly
@@ -92,7 +92,7 @@ class TensorIndex {
 };
 }  // namespace indexing
 
-/// A dense, row-major, N-d array of float32, float64, int64 or bool whose operations are recorded
+/// A dense, row-major, N-d array of float32, float64, bfloat16, int64 or bool whose operations are recorded
 /// on a tape; a cheap handle whose copies share storage and autograd state, like torch::Tensor.
 class Tensor {
  public:
@@ -108,7 +108,7 @@ class Tensor {
   // --- element access (no autograd) ---
   double item() const;  ///< the value of a one-element tensor
   template <typename T>
-  T item() const;  ///< float, double, int64_t or bool, converted as .to() converts
+  T item() const;  ///< float, double, tg::BFloat16, int64_t or bool, converted as .to() converts
   template <typename T>
   std::vector<T> to_vector() const;  ///< row-major copy; T must match dtype()
   template <typename T>
@@ -571,9 +571,10 @@ Tensor randperm(int64_t n, Generator& generator, DType dtype = kInt64);
 Tensor tensor(const std::vector<double>& values, const Shape& shape = {}, DType dtype = kFloat32);
 /// The element types a `std::vector` passed to tg::tensor may hold besides double.
 template <typename T>
-concept TensorData = std::same_as<T, int64_t> || std::same_as<T, float> || std::same_as<T, bool>;
-/// A tensor from a `std::vector` of int64_t, float or bool, of that element's dtype (int64,
-/// float32, bool) unless `dtype` says otherwise, as torch.tensor: the values are copied as they are
+concept TensorData =
+    std::same_as<T, int64_t> || std::same_as<T, float> || std::same_as<T, bool> || std::same_as<T, BFloat16>;
+/// A tensor from a `std::vector` of int64_t, float, bool or tg::BFloat16, of that element's dtype
+/// (int64, float32, bool, bfloat16) unless `dtype` says otherwise, as torch.tensor: the values are copied as they are
 /// (an int64 above 2^53 stays exact), or converted once as .to() converts. Only a `std::vector`
 /// binds here, never a braced list: `tg::tensor(std::vector<int64_t>{3, 1, 2})` is int64.
 template <TensorData T>
@@ -606,8 +607,8 @@ ArangeScalar arange_scalar(N value) {
 }  // namespace detail
 /// torch.arange: the values start, start + step, ... below end (above it when step < 0), computed
 /// as start + i·step; ceil((end − start) / step) of them. The dtype is int64 when every argument is
-/// an integer and float32 when one is floating-point, unless `dtype` is given (int64, float32 or
-/// float64; an int64 dtype truncates the arguments first, as PyTorch does). tg::Error for a zero
+/// an integer and float32 when one is floating-point, unless `dtype` is given (int64, float32,
+/// float64 or bfloat16; an int64 dtype truncates the arguments first, as PyTorch does). tg::Error for a zero
 /// step, a step of the wrong sign, a non-finite bound or a size that overflows. `arange(end)`
 /// starts at 0 with step 1.
 template <ArangeNumber End>
@@ -644,7 +645,7 @@ Tensor operator/(double a, const Tensor& b);
 ///@}
 Tensor operator-(const Tensor& a);  ///< −a elementwise
 
-/// The matrix product with torch.matmul's rules, float32 or float64:
+/// The matrix product with torch.matmul's rules, float32 or float64 (bfloat16: in float32, rounded once):
 /// - 1-D · 1-D: the dot product, 0-d;
 /// - 2-D · 2-D: [M, K] · [K, N] → [M, N];
 /// - a 1-D left operand [K] is read as the row [1, K] and a 1-D right operand as the column

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "dispatch.hpp"
 #include "out_of_memory.hpp"
 #include "parallel_for.hpp"
@@ -211,6 +212,9 @@ void check_input(const Tensor& x, const char* op, bool adds) {
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) try {
+  // A bfloat16 input that needs a gradient goes through float32: its backward adds rows.
+  if (detail::is_bfloat16(x) && autograd::needs_grad(x))
+    return detail::in_float32([&](const Tensor& wide) { return index_select(wide, dim, index); }, x);
   const char* op = "index_select";
   check_input(x, op, /*adds=*/false);
   check(index.defined(), op, "undefined index");
@@ -249,6 +253,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) try {
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) try {
+  if (detail::is_bfloat16(x) && autograd::needs_grad(x))  // as index_select
+    return detail::in_float32([&](const Tensor& wide) { return gather(wide, dim, index); }, x);
   const char* op = "gather";
   check_input(x, op, /*adds=*/false);
   const ScatterPlan plan = plan_scatter(x, dim, index, index.defined() ? index.shape() : Shape{}, op);
@@ -277,6 +283,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) try {
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) try {
+  if (detail::all_bfloat16(x, src))  // in float32, rounded once
+    return detail::in_float32([&](const Tensor& w, const Tensor& s) { return scatter_add(w, dim, index, s); }, x, src);
   const char* op = "scatter_add";
   check_input(x, op, /*adds=*/true);
   check(src.defined(), op, "undefined src");

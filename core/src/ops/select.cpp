@@ -13,8 +13,9 @@ namespace tg {
 namespace {
 
 // The output gradient where `mask` is `keep_where` and 0 elsewhere; mask broadcasts to g. Not recorded.
+// A selection, exact in any float dtype: bfloat16 gradients too.
 Tensor gradient_where(const Tensor& mask, bool keep_where, const Tensor& g) {
-  return detail::dispatch_floating("where", g.dtype(), [&]<typename T>() {
+  return detail::dispatch<detail::DTypes<kFloat32, kFloat64, kBFloat16>>("where", g.dtype(), [&]<typename T>() {
     return detail::broadcast_map<T, bool, T>(
         g.shape(), [keep_where](bool m, T gv) { return m == keep_where ? gv : T(0); }, mask, g);
   });
