@@ -9,6 +9,7 @@
 #include <string>
 
 #include "autograd/node.hpp"
+#include "dispatch.hpp"
 #include "ops/shape.hpp"
 
 namespace tg::detail {
@@ -45,9 +46,6 @@ StridedLayout index_region(const StridedLayout& source, const std::vector<indexi
 StridedLayout whole(const Shape& shape);
 
 // The cast that gives a tensor `dtype`, for error messages: ".to(tg::kFloat32)".
-inline std::string cast_to(DType dtype) {
-  constexpr const char* kNames[] = {"kFloat32", "kFloat64", "kInt64", "kBool"};
-  return concat(".to(tg::", kNames[static_cast<int>(dtype)], ")");
-}
+inline std::string cast_to(DType dtype) { return concat(".to(", constant_name(dtype), ")"); }
 
 }  // namespace tg::detail
