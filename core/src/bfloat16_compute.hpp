@@ -15,6 +15,7 @@
 #include <optional>
 #include <utility>
 
+#include "ops/matmul_precision.hpp"
 #include "tapegrad/tensor.hpp"
 
 namespace tg::detail {
@@ -51,6 +52,17 @@ const T& widened(const T& value) {
 template <typename Op, typename... Args>
 Tensor in_float32(const Op& op, const Args&... args) {
   return op(widened(args)...).to(kBFloat16);
+}
+
+// in_float32 for an op built on products (matmul, linear, convolution, attention): its float32
+// products, forward and backward, run on the bf16 kernels (ops/matmul_precision.hpp), whose
+// rounding leaves the widened bf16 factors as they are. So a product of bfloat16 tensors is a bf16
+// GEMM — exact products summed in float32 — at the bf16 kernels' speed, with the same bits on
+// every CPU as "medium".
+template <typename Op, typename... Args>
+Tensor in_float32_on_bf16_products(const Op& op, const Args&... args) {
+  const ForceBf16Products products;
+  return in_float32(op, args...);
 }
 
 }  // namespace tg::detail

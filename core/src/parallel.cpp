@@ -10,6 +10,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 
+#include "ops/matmul_precision.hpp"
 #include "parallel_for.hpp"
 #include "tapegrad/error.hpp"
 
@@ -37,9 +38,14 @@ namespace detail {
 void run_chunks_in_parallel(int64_t chunks, const void* context,
                             void (*run_chunks)(const void* context, int64_t first, int64_t last)) {
   // One chunk per task (simple_partitioner, grain 1): the chunks are already sized to the work.
+  // A product of bfloat16 tensors is one on every thread that runs a part of it.
+  const bool bf16_products = bf16_products_forced();
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, chunks, 1),
-      [&](const tbb::blocked_range<int64_t>& range) { run_chunks(context, range.begin(), range.end()); },
+      [&](const tbb::blocked_range<int64_t>& range) {
+        const ForceBf16Products products(bf16_products);
+        run_chunks(context, range.begin(), range.end());
+      },
       tbb::simple_partitioner());
 }
 

@@ -18,6 +18,7 @@
 /// @endcode
 #pragma once
 
+#include "tapegrad/autocast.hpp"
 #include "tapegrad/autograd.hpp"
 #include "tapegrad/autograd/grad.hpp"
 #include "tapegrad/cpu.hpp"

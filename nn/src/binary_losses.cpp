@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autocast_policy.hpp"
 #include "elementwise_loss.hpp"
 #include "ops/elementwise.hpp"
 #include "out_of_memory.hpp"
@@ -115,6 +116,10 @@ Tensor broadcast_weight(const char* op, const char* what, const Tensor& input, c
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction) try {
   const char* op = "binary_cross_entropy";
+  if (tg::detail::autocast_enabled())  // autocast's float32 list (on the CPU; CUDA's autocast bans it)
+    return tg::detail::autocast_to_float32([&](const Tensor& x, const Tensor& t, const Tensor& w) {
+      return binary_cross_entropy(x, t, w, reduction);
+    }, input, target, weight);
   check_input_and_target(op, input, target);
   const Tensor full_weight = broadcast_weight(op, "weight", input, weight);
   tg::detail::dispatch_floating(op, input.dtype(), [&]<typename T>() {
@@ -132,6 +137,10 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
                                         const Tensor& pos_weight, Reduction reduction) try {
   const char* op = "binary_cross_entropy_with_logits";
+  if (tg::detail::autocast_enabled())  // autocast's float32 list
+    return tg::detail::autocast_to_float32([&](const Tensor& x, const Tensor& t, const Tensor& w, const Tensor& p) {
+      return binary_cross_entropy_with_logits(x, t, w, p, reduction);
+    }, input, target, weight, pos_weight);
   check_input_and_target(op, input, target);
   const Tensor full_weight = broadcast_weight(op, "weight", input, weight);
   const Tensor full_pos_weight = broadcast_weight(op, "pos_weight", input, pos_weight);

@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "autograd/node.hpp"
+#include "autocast_policy.hpp"
 #include "bfloat16_compute.hpp"
 #include "checked_arithmetic.hpp"
 #include "conv_kernels.hpp"
@@ -267,8 +268,12 @@ template <size_t D>
 Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
                    const ExpandingArray<D>& stride, const ConvPadding<D>& padding, const ExpandingArray<D>& dilation,
                    int64_t groups) try {
+  if (tg::detail::autocast_enabled())  // autocast's lower-precision list
+    return tg::detail::autocast_to_lower([&](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return convolution<D>(op, x, w, b, stride, padding, dilation, groups);
+    }, input, weight, bias);
   if (tg::detail::all_bfloat16(input, weight, bias))  // in float32, rounded once
-    return tg::detail::in_float32([&](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return tg::detail::in_float32_on_bf16_products([&](const Tensor& x, const Tensor& w, const Tensor& b) {
       return convolution<D>(op, x, w, b, stride, padding, dilation, groups);
     }, input, weight, bias);
   const Geometry geo = conv_geometry<D>(op, input, weight, bias, stride, padding, dilation, groups);
@@ -311,6 +316,12 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions
 
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const ConvTranspose2dFuncOptions& options) try {
   const char* op = "conv_transpose2d";
+  if (tg::detail::autocast_enabled()) {  // autocast's float32 list (PyTorch 1.13's CPU autocast)
+    ConvTranspose2dFuncOptions wide = options;
+    wide.bias = tg::detail::cast_to_float32(options.bias);
+    return tg::detail::autocast_to_float32([&](const Tensor& x, const Tensor& w) { return conv_transpose2d(x, w, wide); },
+                                           input, weight);
+  }
   check_tensors(op, 2, input, weight, options.bias);
   const bool batched = input.dim() == 4;
   const int64_t first = batched ? 1 : 0;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "autocast_policy.hpp"
 #include "bfloat16_compute.hpp"
 #include "ops/exp_row_kernels.hpp"
 #include "loss_reduction.hpp"
@@ -558,6 +559,12 @@ Tensor class_probability_loss(const Tensor& input, const Tensor& target, const T
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) try {
   check_label_smoothing(options.label_smoothing);
+  if (tg::detail::autocast_enabled()) {  // autocast's float32 list
+    CrossEntropyOptions wide = options;
+    wide.weight = tg::detail::cast_to_float32(options.weight);
+    return tg::detail::autocast_to_float32([&](const Tensor& x, const Tensor& t) { return cross_entropy(x, t, wide); },
+                                           input, target);
+  }
   // bfloat16 logits (with int64 classes, or bfloat16 probabilities, and a bfloat16 weight if any):
   // the float32 loss and gradient, each rounded once.
   if (tg::detail::is_bfloat16(input) && (!target.defined() || !is_floating_point(target.dtype()) ||
@@ -608,6 +615,12 @@ Tensor cross_entropy(const Tensor& input, std::initializer_list<int64_t> target,
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) try {
+  if (tg::detail::autocast_enabled()) {  // autocast's float32 list
+    NllLossOptions wide = options;
+    wide.weight = tg::detail::cast_to_float32(options.weight);
+    return tg::detail::autocast_to_float32([&](const Tensor& x, const Tensor& t) { return nll_loss(x, t, wide); }, input,
+                                           target);
+  }
   if (tg::detail::is_bfloat16(input) && tg::detail::all_bfloat16_or_absent(options.weight)) {  // as cross_entropy
     NllLossOptions wide = options;
     wide.weight = tg::detail::widened(options.weight);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "autograd/node.hpp"
+#include "autocast_policy.hpp"
 #include "bfloat16_compute.hpp"
 #include "dispatch.hpp"
 #include "ops/gemm.hpp"
@@ -61,9 +62,12 @@ namespace functional {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) try {
   check(x.defined() && weight.defined(), "linear", "undefined input or weight");
+  if (tg::detail::autocast_enabled())  // autocast's lower-precision list
+    return tg::detail::autocast_to_lower([](const Tensor& xs, const Tensor& w, const Tensor& b) { return linear(xs, w, b); },
+                                         x, weight, bias);
   // bfloat16: the float32 kernel (bias + x·Wᵀ accumulated in float32), rounded once.
   if (tg::detail::all_bfloat16(x, weight, bias))
-    return tg::detail::in_float32([](const Tensor& xs, const Tensor& w, const Tensor& b) { return linear(xs, w, b); },
+    return tg::detail::in_float32_on_bf16_products([](const Tensor& xs, const Tensor& w, const Tensor& b) { return linear(xs, w, b); },
                                   x, weight, bias);
   check(weight.dim() == 2, "linear", "expected a weight of shape [out, in], got ", weight.shape());
   const int64_t out = weight.size(0), in = weight.size(1);

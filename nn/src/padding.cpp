@@ -19,6 +19,7 @@
 #include <string>
 #include <utility>
 
+#include "autocast_policy.hpp"
 #include "autograd/node.hpp"
 #include "axis_gather.hpp"
 #include "dispatch.hpp"
@@ -233,6 +234,8 @@ namespace functional {
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const PadFuncOptions& options) try {
   check(x.defined(), "pad", "undefined input");
   const PadMode mode = parse_mode(options.mode);
+  if (mode != PadMode::kConstant && tg::detail::autocast_enabled())  // reflect and replicate: autocast's float32 list
+    return tg::detail::autocast_to_float32([&](const Tensor& wide) { return functional::pad(wide, pad, options); }, x);
   const int64_t ndim = x.dim();
   check(pad.size() % 2 == 0, "pad", "expected an even number of pad sizes ((before, after) per dim), got ",
         pad.size(), " for an input of shape ", x.shape());

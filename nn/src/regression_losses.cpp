@@ -2,6 +2,7 @@
 // d = input − target, each a shape of the loss (its value at d and its slope,
 // difference_loss_kernels.hpp) run through one forward and one backward here, on the per-level
 // kernels of difference_loss_kernels.cpp.
+#include "autocast_policy.hpp"
 #include "bfloat16_compute.hpp"
 #include "difference_loss_kernels.hpp"
 #include "loss_reduction.hpp"
@@ -52,6 +53,10 @@ Tensor recorded_slope(DifferenceShape shape, const Tensor& d) {
 
 Tensor difference_loss(const char* op, const char* node, const Tensor& input, const Tensor& target,
                        Reduction reduction, DifferenceShape shape) {
+  if (tg::detail::autocast_enabled())  // autocast's float32 list: mse, l1, smooth_l1 and huber
+    return tg::detail::autocast_to_float32([&](const Tensor& x, const Tensor& t) {
+      return difference_loss(op, node, x, t, reduction, shape);
+    }, input, target);
   if (tg::detail::all_bfloat16(input, target))  // in float32, rounded once
     return tg::detail::in_float32([&](const Tensor& x, const Tensor& t) {
       return difference_loss(op, node, x, t, reduction, shape);

@@ -314,8 +314,47 @@ TEST_CASE("bfloat16: ops without a bfloat16 route refuse it, naming the cast", "
   };
   refuses([&] { (void)x.sort(1); }, "sort");
   refuses([&] { (void)x.topk(1, 1); }, "topk");
-  // Mixed dtypes in arithmetic are refused as for float32 with float64 (no promotion in + − · /).
-  REQUIRE_THROWS_WITH(x + tg::ones({2, 3}), Catch::Contains("dtypes differ"));
   // .npy has no bfloat16.
   REQUIRE_THROWS_WITH(tg::encode_npy(x), Catch::Contains("save_npy") && Catch::Contains(".to(tg::kFloat32)"));
+}
+
+TEST_CASE("bfloat16: + − · / of different dtypes promote as PyTorch, each gradient in its operand's dtype",
+          "[core][bfloat16][promotion]") {
+  // torch: float32 ∘ bfloat16 is float32, bfloat16 ∘ float64 is float64, float32 [n] ∘ a float64
+  // 0-d tensor float32 (a 0-d operand raises only the category); each computed in the promoted
+  // dtype on the exactly widened operands.
+  const Tensor x = tg::tensor({1.5, -2.25, 3.0}, {3});
+  const Tensor y = tg::tensor({0.1, 7.0, -0.3}, {3}).to(tg::kBFloat16);
+  const Tensor y32 = y.to(tg::kFloat32);
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&)>>> ops = {
+      {"add", [](const Tensor& a, const Tensor& b) { return a + b; }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }},
+      {"div", [](const Tensor& a, const Tensor& b) { return a / b; }}};
+  for (const auto& [name, op] : ops) {
+    INFO(name);
+    const Tensor lx = x.detach().requires_grad_(), ly = y.detach().requires_grad_();
+    const Tensor z = op(lx, ly);
+    REQUIRE(z.dtype() == tg::kFloat32);
+    CHECK(tg::testing::equal(z, op(x, y32)));
+    CHECK(tg::testing::equal(op(ly, lx), op(y32, x)));
+    z.sum().backward();
+    CHECK(lx.grad().dtype() == tg::kFloat32);
+    CHECK(ly.grad().dtype() == tg::kBFloat16);
+    // The float32 gradient of the promoted operand, rounded once to bfloat16.
+    const Tensor y32_leaf = y32.detach().requires_grad_();
+    op(x, y32_leaf).sum().backward();
+    CHECK(tg::testing::equal(ly.grad(), y32_leaf.grad().to(tg::kBFloat16)));
+    CHECK(op(y, y.to(tg::kFloat64)).dtype() == tg::kFloat64);
+    CHECK(op(x, tg::scalar_tensor(2.0, tg::kFloat64)).dtype() == tg::kFloat32);
+  }
+  // cat and stack (torch.cat promotes too): float32, each gradient back in its tensor's dtype.
+  const Tensor lx = x.detach().requires_grad_(), ly = y.detach().requires_grad_();
+  const Tensor joined = tg::cat({ly, lx});
+  REQUIRE(joined.dtype() == tg::kFloat32);
+  CHECK(tg::testing::equal(joined, tg::cat({y32, x})));
+  CHECK(tg::stack({lx, ly}).dtype() == tg::kFloat32);
+  (joined * tg::tensor({1, 2, 3, 4, 5, 6}, {6})).sum().backward();
+  CHECK(tg::testing::equal(ly.grad(), tg::tensor({1, 2, 3}, {3}, tg::kBFloat16)));
+  CHECK(tg::testing::equal(lx.grad(), tg::tensor({4, 5, 6}, {3})));
 }

@@ -7,10 +7,12 @@
 #include <mutex>
 #include <optional>
 
+#include "autocast_policy.hpp"
 #include "autograd/node.hpp"
 #include "autograd/pass_op.hpp"
 #include "dispatch.hpp"
 #include "map.hpp"
+#include "ops/matmul_precision.hpp"
 #include "parallel_for.hpp"
 
 namespace tg {
@@ -58,7 +60,8 @@ const std::string& current_anomaly_tag() { return anomaly_tag_path; }
 
 int64_t live_nodes() { return live_node_count.load(std::memory_order_relaxed); }
 
-Node::Node(const char* name, bool is_accumulator) : name(name), is_accumulator(is_accumulator) {
+Node::Node(const char* name, bool is_accumulator)
+    : name(name), is_accumulator(is_accumulator), products_in_bf16(tg::detail::bf16_products_forced()) {
   if (!is_accumulator) live_node_count.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -407,6 +410,7 @@ void run_node(const std::shared_ptr<Node>& node_ptr, Scratch& scratch, Pass& pas
           " is once differentiable: its gradient cannot be differentiated again, so a backward with "
           "create_graph = true cannot run through it");
     GradInputs sink(node_ptr, grads, pass.options.create_graph);
+    const tg::detail::ForceBf16Products products(node.products_in_bf16);
     if (node.num_outputs == 1)
       node.apply(outputs[0], sink);
     else
@@ -441,6 +445,8 @@ std::vector<Tensor> run_backward(std::span<const Tensor> roots, std::span<const 
   // Gradients are computed, not recorded — unless the backward itself is to be differentiated.
   std::optional<NoGradGuard> no_grad;
   if (!options.create_graph) no_grad.emplace();
+  // Each backward op runs in its forward's dtypes, also when backward is called under tg::autocast.
+  const tg::detail::AutocastSuspended no_autocast;
 
   static std::atomic<uint64_t> last_pass{0};
   const uint64_t pass_id = ++last_pass;  // marks the nodes this pass has seen, without a hash set

@@ -208,6 +208,9 @@ struct Node {
   // pass that records the backward (create_graph) refuses to run it rather than return a gradient
   // that would be silently wrong when differentiated again.
   bool once_differentiable = false;
+  // Recorded by a product of bfloat16 tensors (ops/matmul_precision.hpp): its backward products
+  // run on the bf16 kernels too.
+  const bool products_in_bf16;
   uint32_t num_outputs = 1;
   Edges next;  // per input: its producer, the leaf's AccumulateGrad, or null
   bool released = false;

@@ -74,6 +74,15 @@ DType promoted_dtype(const Tensor& a, const Tensor& b, const char* op, bool to_f
   return to_float && !is_floating_point(common) ? kFloat32 : common;
 }
 
+// op(a, b) of operands of different dtypes, as PyTorch's type promotion: both cast to their
+// promoted dtype, the casts recorded, so each operand's gradient comes back in its own dtype (a
+// float32 residual stream plus a bfloat16 sublayer under tg::autocast is float32, as in PyTorch).
+template <typename Op>
+Tensor in_promoted_dtype(const Tensor& a, const Tensor& b, const char* op_name, const Op& op) {
+  const DType common = promoted_dtype(a, b, op_name, /*to_float=*/false);
+  return op(a.to(common), b.to(common));
+}
+
 Tensor scalar_like(double value, const Tensor& t) { return scalar_tensor(value, t.defined() ? t.dtype() : kFloat32); }
 
 }  // namespace
@@ -96,6 +105,8 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape, double scale) {
 // back over those dims (sum_to).
 
 Tensor operator+(const Tensor& a, const Tensor& b) try {
+  if (a.defined() && b.defined() && a.dtype() != b.dtype())
+    return in_promoted_dtype(a, b, "add", [](const Tensor& x, const Tensor& y) { return x + y; });
   if (detail::all_bfloat16(a, b)) return detail::in_float32([](const Tensor& x, const Tensor& y) { return x + y; }, a, b);
   Tensor out = broadcast_binary(a, b, "add", [](auto x, auto y) { return x + y; });
   if (autograd::needs_grad(a, b))
@@ -110,6 +121,8 @@ Tensor operator+(const Tensor& a, const Tensor& b) try {
 }
 
 Tensor operator-(const Tensor& a, const Tensor& b) try {
+  if (a.defined() && b.defined() && a.dtype() != b.dtype())
+    return in_promoted_dtype(a, b, "sub", [](const Tensor& x, const Tensor& y) { return x - y; });
   if (detail::all_bfloat16(a, b)) return detail::in_float32([](const Tensor& x, const Tensor& y) { return x - y; }, a, b);
   Tensor out = broadcast_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
   if (autograd::needs_grad(a, b))
@@ -124,6 +137,8 @@ Tensor operator-(const Tensor& a, const Tensor& b) try {
 }
 
 Tensor operator*(const Tensor& a, const Tensor& b) try {
+  if (a.defined() && b.defined() && a.dtype() != b.dtype())
+    return in_promoted_dtype(a, b, "mul", [](const Tensor& x, const Tensor& y) { return x * y; });
   if (detail::all_bfloat16(a, b)) return detail::in_float32([](const Tensor& x, const Tensor& y) { return x * y; }, a, b);
   Tensor out = broadcast_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (autograd::needs_grad(a, b))
@@ -141,6 +156,8 @@ Tensor operator*(const Tensor& a, const Tensor& b) try {
 }
 
 Tensor operator/(const Tensor& a, const Tensor& b) try {
+  if (a.defined() && b.defined() && a.dtype() != b.dtype())
+    return in_promoted_dtype(a, b, "div", [](const Tensor& x, const Tensor& y) { return x / y; });
   if (detail::all_bfloat16(a, b)) return detail::in_float32([](const Tensor& x, const Tensor& y) { return x / y; }, a, b);
   Tensor out = broadcast_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (autograd::needs_grad(a, b))

@@ -11,6 +11,7 @@
 #include "autograd/node.hpp"
 #include "dispatch.hpp"
 #include "ops/along_dim.hpp"
+#include "ops/broadcast.hpp"
 #include "out_of_memory.hpp"
 #include "parallel_for.hpp"
 
@@ -82,12 +83,20 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) try {
   const char* op = "cat";
   check(!tensors.empty(), op, "expected a non-empty list of tensors");
   std::vector<size_t> used;  // positions of the tensors that take part
+  DType common = tensors[0].defined() ? tensors[0].dtype() : kFloat32;
   for (size_t i = 0; i < tensors.size(); ++i) {
     check(tensors[i].defined(), op, "undefined tensor at position ", i);
     check(tensors[i].dim() > 0, op, "a 0-d tensor (at position ", i, ") cannot be concatenated");
-    check(tensors[i].dtype() == tensors[0].dtype(), op, "expected tensors of one dtype, got ", tensors[0].dtype(),
-          " at position 0 and ", tensors[i].dtype(), " at position ", i);
+    common = detail::promote_types(common, tensors[i].dtype());
     if (!(tensors[i].dim() == 1 && tensors[i].numel() == 0)) used.push_back(i);
+  }
+  // Tensors of different dtypes are concatenated in their promoted dtype, as torch.cat: each cast
+  // recorded, so each gradient comes back in its tensor's dtype.
+  if (std::any_of(tensors.begin(), tensors.end(), [common](const Tensor& t) { return t.dtype() != common; })) {
+    std::vector<Tensor> promoted;
+    promoted.reserve(tensors.size());
+    for (const Tensor& t : tensors) promoted.push_back(t.to(common));
+    return cat(promoted, dim);
   }
   if (used.empty()) {
     // Every input is a skipped [0] tensor: the result is [0] too, and still a result of the inputs

@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "autograd/node.hpp"
+#include "autocast_policy.hpp"
 #include "bfloat16_compute.hpp"
 #include "dispatch.hpp"
 #include "ops/broadcast.hpp"
@@ -220,7 +221,9 @@ Plan plan_bmm(const Tensor& batch1, const Tensor& batch2, const char* op) {
 // rounded once, as PyTorch's CPU kernels. This is the bfloat16 entry point of all three products;
 // a bfloat16 GEMM that gives the same bits replaces the float32 route here.
 Tensor matmul(const Tensor& a, const Tensor& b) try {
-  if (detail::all_bfloat16(a, b)) return detail::in_float32([](const Tensor& x, const Tensor& y) { return matmul(x, y); }, a, b);
+  if (detail::autocast_enabled())
+    return detail::autocast_to_lower([](const Tensor& x, const Tensor& y) { return matmul(x, y); }, a, b);
+  if (detail::all_bfloat16(a, b)) return detail::in_float32_on_bf16_products([](const Tensor& x, const Tensor& y) { return matmul(x, y); }, a, b);
   const Plan plan = plan_product(a, b, "matmul");
   return planned_product(plan, a, b, "matmul", "MatmulBackward");
 } catch (...) {
@@ -228,7 +231,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) try {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) try {
-  if (detail::all_bfloat16(a, b)) return detail::in_float32([](const Tensor& x, const Tensor& y) { return bmm(x, y); }, a, b);
+  if (detail::autocast_enabled())
+    return detail::autocast_to_lower([](const Tensor& x, const Tensor& y) { return bmm(x, y); }, a, b);
+  if (detail::all_bfloat16(a, b)) return detail::in_float32_on_bf16_products([](const Tensor& x, const Tensor& y) { return bmm(x, y); }, a, b);
   const Plan plan = plan_bmm(a, b, "bmm");
   return planned_product(plan, a, b, "bmm", "BmmBackward");
 } catch (...) {
@@ -239,8 +244,12 @@ Tensor bmm(const Tensor& a, const Tensor& b) try {
 // (its NaNs do not reach out), as in PyTorch; its gradient is then 0.
 //   d input = β · sum_to(G),  d batch1_i = α · G_i · batch2_iᵀ,  d batch2_i = α · batch1_iᵀ · G_i
 Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta, double alpha) try {
+  if (detail::autocast_enabled())
+    return detail::autocast_to_lower([beta, alpha](const Tensor& x, const Tensor& b1, const Tensor& b2) {
+      return baddbmm(x, b1, b2, beta, alpha);
+    }, input, batch1, batch2);
   if (detail::all_bfloat16(input, batch1, batch2))
-    return detail::in_float32([beta, alpha](const Tensor& x, const Tensor& b1, const Tensor& b2) {
+    return detail::in_float32_on_bf16_products([beta, alpha](const Tensor& x, const Tensor& b1, const Tensor& b2) {
       return baddbmm(x, b1, b2, beta, alpha);
     }, input, batch1, batch2);
   const Plan plan = plan_bmm(batch1, batch2, "baddbmm");

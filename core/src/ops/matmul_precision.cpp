@@ -37,7 +37,18 @@ std::string get_float32_matmul_precision() {
 }
 
 namespace detail {
+
 MatmulPrecision float32_matmul_precision() { return precision.load(std::memory_order_relaxed); }
+
+namespace {
+thread_local bool products_forced = false;
+}  // namespace
+
+bool bf16_products_forced() { return products_forced; }
+
+ForceBf16Products::ForceBf16Products(bool force) : before_(products_forced) { products_forced = force; }
+ForceBf16Products::~ForceBf16Products() { products_forced = before_; }
+
 }  // namespace detail
 
 }  // namespace tg

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <optional>
 
+#include "autocast_policy.hpp"
 #include "autograd/node.hpp"
 #include "bfloat16_compute.hpp"
 #include "ops/elementwise.hpp"
@@ -138,6 +139,8 @@ Tensor scaled_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdi
 Tensor product(const Tensor& x, std::optional<int64_t> dim, bool keepdim) try {
   const char* op = "prod";
   check(x.defined(), op, "undefined tensor");
+  if (autocast_enabled())  // on autocast's float32 list, as in PyTorch
+    return autocast_to_float32([&](const Tensor& wide) { return product(wide, dim, keepdim); }, x);
   if (is_bfloat16(x)) return in_float32([&](const Tensor& wide) { return product(wide, dim, keepdim); }, x);
   const ReductionPlan plan =
       plan_reduction(x.shape(), dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{}, keepdim, op);
