@@ -41,9 +41,11 @@ Tensor merge_heads(const Tensor& o, bool batch_first) {
 }
 
 // A mask as PyTorch's MultiheadAttention takes it, made additive: bool true -> −∞ (masked out),
-// false -> 0; a floating mask as it is. `what` names it in errors.
+// false -> 0; a floating mask as it is, but a float32 one with a bfloat16 query rounded to bfloat16,
+// as torch 1.13's baddbmm(mask, q, kᵀ) rounds it. `what` names it in errors.
 Tensor additive_mask(const Tensor& mask, DType dtype, const char* what) {
   if (mask.dtype() == kBool) return zeros(mask.shape(), dtype).masked_fill(mask, -std::numeric_limits<double>::infinity());
+  if (dtype == kBFloat16 && mask.dtype() == kFloat32) return mask.to(kBFloat16);
   check(mask.dtype() == dtype, kOp, "expected ", what, " of dtype bool or ", dtype, " (the query's), got ", mask.dtype());
   return mask;
 }
