@@ -194,7 +194,9 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   if (options.need_weights) {
     // weights = softmax(q·kᵀ/√D + mask), dropped out in training; attended = weights·v.
     Tensor scores = tg::matmul(q * std::sqrt(1.0 / static_cast<double>(head_dim)), k.transpose(-2, -1));
-    if (mask.defined()) scores = scores + mask;
+    // The mask is in the input's dtype; the scores are in the projections' (bfloat16 when autocast
+    // computes the in-projection in bfloat16): it is rounded to theirs, as torch's baddbmm does.
+    if (mask.defined()) scores = scores + mask.to(scores.dtype());
     // A query whose every key is masked (a sequence of padding only) has nothing to attend to: its
     // weights are 0, and so its output row, as the fused kernel's (attention.md), instead of
     // softmax's NaN over a row of −∞, which would also send NaN gradients into the batch's
