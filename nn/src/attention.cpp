@@ -14,6 +14,7 @@
 
 #include "attention_kernels.hpp"
 #include "autograd/node.hpp"
+#include "bfloat16_compute.hpp"
 #include "dispatch.hpp"
 #include "out_of_memory.hpp"
 #include "random_draws.hpp"
@@ -172,9 +173,21 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
         ", got query ", qs, ", key ", ks);
   check(vs[rank - 2] == ks[rank - 2], kOp, "expected value [..., S, Ev] with key's S = ", ks[rank - 2],
         ", got key ", ks, ", value ", vs);
-  tg::detail::check_dtype<tg::detail::FloatingDTypes>(kOp, query.dtype());
   check(key.dtype() == query.dtype() && value.dtype() == query.dtype(), kOp, "dtypes differ: query ",
         query.dtype(), ", key ", key.dtype(), ", value ", value.dtype());
+  if (tg::detail::is_bfloat16(query)) {
+    // In float32, rounded once. A float32 mask is added to the float32 scores as it is (PyTorch
+    // 2.x's CPU kernel adds it in its float32 accumulator), a bfloat16 one widened (exact).
+    const DType mask_dtype = options.attn_mask.defined() ? options.attn_mask.dtype() : kBool;
+    check(mask_dtype == kBool || mask_dtype == kBFloat16 || mask_dtype == kFloat32, kOp,
+          "expected an attn_mask of dtype bool, bfloat16 or float32 for a bfloat16 query, got ", mask_dtype);
+    return tg::detail::in_float32([&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
+      ScaledDotProductAttentionOptions wide = options;
+      wide.attn_mask = mask;
+      return scaled_dot_product_attention(q, k, v, wide);
+    }, query, key, value, options.attn_mask);
+  }
+  tg::detail::check_dtype<tg::detail::FloatingDTypes>(kOp, query.dtype());
   check(options.dropout_p >= 0.0 && options.dropout_p <= 1.0, kOp,
         "dropout probability has to be between 0 and 1, but got ", options.dropout_p);
   const int64_t L = qs[rank - 2], E = qs[rank - 1], S = ks[rank - 2], Ev = vs[rank - 1];

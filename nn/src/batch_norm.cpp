@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "bfloat16_parameters.hpp"
 #include "batch_norm_kernels.hpp"
 #include "dispatch.hpp"
 #include "out_of_memory.hpp"
@@ -71,6 +72,23 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                   const BatchNormFuncOptions& options) try {
   const char* op = "batch_norm";
   check(input.defined(), op, "undefined input");
+  if (detail::bfloat16_input_with_parameters(input, running_mean, running_var, options.weight, options.bias)) {
+    // In float32, rounded once (as torch 1.13's CPU kernels, mixed-type included). Running
+    // statistics are updated in place: float32 ones directly, from the float32 batch statistics;
+    // bfloat16 ones through float32 copies, rounded back once.
+    const Tensor wide_mean = tg::detail::widened(running_mean), wide_var = tg::detail::widened(running_var);
+    const Tensor y = tg::detail::in_float32([&](const Tensor& x, const Tensor& weight, const Tensor& bias) {
+      BatchNormFuncOptions wide = options;
+      wide.weight = weight, wide.bias = bias;
+      return batch_norm(x, wide_mean, wide_var, wide);
+    }, input, options.weight, options.bias);
+    if (options.training) {
+      NoGradGuard no_grad;
+      if (tg::detail::is_bfloat16(running_mean)) Tensor(running_mean).copy_(wide_mean.to(kBFloat16));
+      if (tg::detail::is_bfloat16(running_var)) Tensor(running_var).copy_(wide_var.to(kBFloat16));
+    }
+    return y;
+  }
   check(input.dim() >= 2, op, "expected an input of at least 2 dims [N, C, *], got ", input.shape());
   check(is_floating_point(input.dtype()), op, "expected a float32 or float64 input, got ", input.dtype(),
         tg::detail::cast_advice<tg::detail::FloatingDTypes>(input.dtype()));

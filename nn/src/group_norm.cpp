@@ -7,6 +7,7 @@
 
 #include "autograd/node.hpp"
 #include "bfloat16_compute.hpp"
+#include "bfloat16_parameters.hpp"
 #include "batch_norm_kernels.hpp"
 #include "dispatch.hpp"
 #include "out_of_memory.hpp"
@@ -51,7 +52,7 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
                   double eps) try {
   const char* op = "group_norm";
   check(input.defined(), op, "undefined input");
-  if (tg::detail::all_bfloat16(input, weight, bias))  // in float32, rounded once
+  if (detail::bfloat16_input_with_parameters(input, weight, bias))  // in float32, rounded once
     return tg::detail::in_float32([&](const Tensor& x, const Tensor& w, const Tensor& b) {
       return group_norm(x, num_groups, w, b, eps);
     }, input, weight, bias);

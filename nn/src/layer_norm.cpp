@@ -8,6 +8,7 @@
 
 #include "autograd/node.hpp"
 #include "bfloat16_compute.hpp"
+#include "bfloat16_parameters.hpp"
 #include "dispatch.hpp"
 #include "layer_norm_kernels.hpp"
 #include "normalized_rows.hpp"
@@ -20,7 +21,7 @@ namespace functional {
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) try {
-  if (tg::detail::all_bfloat16(x, weight, bias))  // PyTorch's mixed-type kernel: in float32, rounded once
+  if (detail::bfloat16_input_with_parameters(x, weight, bias))  // in float32, rounded once
     return tg::detail::in_float32([&](const Tensor& xs, const Tensor& w, const Tensor& b) {
       return layer_norm(xs, normalized_shape, w, b, eps);
     }, x, weight, bias);

@@ -41,9 +41,11 @@ Tensor merge_heads(const Tensor& o, bool batch_first) {
 }
 
 // A mask as PyTorch's MultiheadAttention takes it, made additive: bool true -> −∞ (masked out),
-// false -> 0; a floating mask as it is. `what` names it in errors.
+// false -> 0; a floating mask as it is, but a float32 one with a bfloat16 query rounded to bfloat16,
+// as torch 1.13's baddbmm(mask, q, kᵀ) rounds it. `what` names it in errors.
 Tensor additive_mask(const Tensor& mask, DType dtype, const char* what) {
   if (mask.dtype() == kBool) return zeros(mask.shape(), dtype).masked_fill(mask, -std::numeric_limits<double>::infinity());
+  if (dtype == kBFloat16 && mask.dtype() == kFloat32) return mask.to(kBFloat16);
   check(mask.dtype() == dtype, kOp, "expected ", what, " of dtype bool or ", dtype, " (the query's), got ", mask.dtype());
   return mask;
 }
@@ -192,7 +194,9 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   if (options.need_weights) {
     // weights = softmax(q·kᵀ/√D + mask), dropped out in training; attended = weights·v.
     Tensor scores = tg::matmul(q * std::sqrt(1.0 / static_cast<double>(head_dim)), k.transpose(-2, -1));
-    if (mask.defined()) scores = scores + mask;
+    // The mask is in the input's dtype; the scores are in the projections' (bfloat16 when autocast
+    // computes the in-projection in bfloat16): it is rounded to theirs, as torch's baddbmm does.
+    if (mask.defined()) scores = scores + mask.to(scores.dtype());
     // A query whose every key is masked (a sequence of padding only) has nothing to attend to: its
     // weights are 0, and so its output row, as the fused kernel's (attention.md), instead of
     // softmax's NaN over a row of −∞, which would also send NaN gradients into the batch's

@@ -6,6 +6,7 @@
 
 #include "autograd/node.hpp"
 #include "bfloat16_compute.hpp"
+#include "bfloat16_parameters.hpp"
 #include "dispatch.hpp"
 #include "layer_norm_kernels.hpp"
 #include "normalized_rows.hpp"
@@ -17,7 +18,7 @@ namespace tg::nn {
 namespace functional {
 
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) try {
-  if (tg::detail::all_bfloat16(x, weight)) {  // in float32, rounded once; eps unset is bfloat16's epsilon, 2^-7
+  if (detail::bfloat16_input_with_parameters(x, weight)) {  // in float32, rounded once; eps unset is bfloat16's epsilon, 2^-7
     const double bfloat16_eps = eps.value_or(static_cast<float>(std::numeric_limits<BFloat16>::epsilon()));
     return tg::detail::in_float32(
         [&](const Tensor& xs, const Tensor& w) { return rms_norm(xs, normalized_shape, w, bfloat16_eps); }, x, weight);

@@ -43,8 +43,9 @@ struct ScaledDotProductAttentionOptions {
 /// Attention: softmax(query·keyᵀ·scale + mask)·value over the last two dims  (node
 /// ScaledDotProductAttentionBackward).
 ///
-/// query [..., L, E], key [..., S, E], value [..., S, Ev] with equal leading dims, float32 or
-/// float64 (one dtype) -> [..., L, Ev]. A query whose every key is masked gets a zero output row
+/// query [..., L, E], key [..., S, E], value [..., S, Ev] with equal leading dims, float32,
+/// float64 or bfloat16 (one dtype; bfloat16 computed in float32 and rounded once, a float32 mask
+/// taken with it) -> [..., L, Ev]. A query whose every key is masked gets a zero output row
 /// (and zero gradients), as PyTorch ≥ 2.5 (its math path's safe softmax and its CPU flash kernel;
 /// 2.0–2.4 gave NaN). With dropout_p > 0 a weight is kept with probability 1 − p from a
 /// counter-based stream seeded by one draw of the generator, so a seed reproduces the result
