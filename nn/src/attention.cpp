@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attention_kernels.hpp"
+#include "autocast_policy.hpp"
 #include "autograd/node.hpp"
 #include "bfloat16_compute.hpp"
 #include "dispatch.hpp"
@@ -160,6 +161,12 @@ void attention_backward_differentiable(const Tensor& grad_out, const Tensor& q, 
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const ScaledDotProductAttentionOptions& options) try {
   check(query.defined() && key.defined() && value.defined(), kOp, "undefined query, key or value");
+  if (tg::detail::autocast_enabled())  // autocast's lower-precision list (PyTorch 2's; 1.13 has no SDPA)
+    return tg::detail::autocast_to_lower([&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
+      ScaledDotProductAttentionOptions cast = options;
+      cast.attn_mask = mask;
+      return scaled_dot_product_attention(q, k, v, cast);
+    }, query, key, value, options.attn_mask);
   const Shape &qs = query.shape(), &ks = key.shape(), &vs = value.shape();
   check(qs.size() >= 2 && ks.size() == qs.size() && vs.size() == qs.size(), kOp,
         "expected query [..., L, E], key [..., S, E] and value [..., S, Ev] of one rank >= 2, got query ", qs,
@@ -176,12 +183,12 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   check(key.dtype() == query.dtype() && value.dtype() == query.dtype(), kOp, "dtypes differ: query ",
         query.dtype(), ", key ", key.dtype(), ", value ", value.dtype());
   if (tg::detail::is_bfloat16(query)) {
-    // In float32, rounded once. A float32 mask is added to the float32 scores as it is (PyTorch
+    // In float32 on the bf16 products, rounded once. A float32 mask is added to the float32 scores as it is (PyTorch
     // 2.x's CPU kernel adds it in its float32 accumulator), a bfloat16 one widened (exact).
     const DType mask_dtype = options.attn_mask.defined() ? options.attn_mask.dtype() : kBool;
     check(mask_dtype == kBool || mask_dtype == kBFloat16 || mask_dtype == kFloat32, kOp,
           "expected an attn_mask of dtype bool, bfloat16 or float32 for a bfloat16 query, got ", mask_dtype);
-    return tg::detail::in_float32([&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
+    return tg::detail::in_float32_on_bf16_products([&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
       ScaledDotProductAttentionOptions wide = options;
       wide.attn_mask = mask;
       return scaled_dot_product_attention(q, k, v, wide);

@@ -313,12 +313,15 @@ TEST_CASE("bfloat16: dropout draws torch 1.13's mask and gives its bits", "[nn][
   REQUIRE(dropout.forward(x).is_same(x));
 }
 
-TEST_CASE("bfloat16: scaled_dot_product_attention computes in float32 and rounds once", "[nn][bfloat16][fixture]") {
+TEST_CASE("bfloat16: scaled_dot_product_attention computes in float32 on bf16 products and rounds once",
+          "[nn][bfloat16][fixture]") {
   // PyTorch 2.x's CPU kernel for bfloat16 accumulates in float32 (a float32 mask added there as it
-  // is) and rounds the output once; the fixture is that maths in float32 on the same values (torch
-  // 1.13 has no scaled_dot_product_attention). tapegrad's fused float32 kernels agree with it to
-  // float32 rounding: the output within 1 ulp, the gradients (sums of terms of both signs) within 1
-  // ulp of each tensor's largest value.
+  // is), multiplies exp(scores − max) rounded to bfloat16 by v, divides by the float32 sum and
+  // rounds the output once; the fixture is that maths on the same values (torch 1.13 has no
+  // scaled_dot_product_attention). tapegrad runs its fused kernels on the bf16 products, which
+  // round the same factors: the output within 1 ulp. Its backward products round their float32 factors too (dS before ·k and ·q), where the
+  // fixture's backward keeps them float32: the gradients (sums of terms of both signs) within 4 ulps
+  // of each tensor's largest value.
   const std::string name = GENERATE(as<std::string>{}, "sdpa_mask", "sdpa_causal");
   CAPTURE(name);
   const auto& c = fixture("bfloat16.txt", name);
@@ -331,7 +334,7 @@ TEST_CASE("bfloat16: scaled_dot_product_attention computes in float32 and rounds
   y.backward(c.at("dy").to(tg::kBFloat16));
   for (const auto& [key, leaf] : {std::pair{"dq", q}, std::pair{"dk", k}, std::pair{"dv", v}}) {
     INFO(key);
-    require_within_bfloat16_ulps(leaf.grad(), c.at(key), 1, tg::testing::UlpsOf::Largest);
+    require_within_bfloat16_ulps(leaf.grad(), c.at(key), 4, tg::testing::UlpsOf::Largest);
   }
   // A bool mask, and a float64 one refused (bfloat16 and float32 masks are taken).
   const Tensor keep = tg::ones({5, causal ? 5 : 6}, tg::kBool);
