@@ -83,6 +83,7 @@ struct Settings {
   uint64_t seed = 0;
   int threads = 0;  // 0: all cores
   std::string matmul_precision = "highest";
+  std::string autocast = "none";
   int64_t limit = 0;  // 0: all 60,000 training images
   int64_t test_limit = 0;  // 0: all 10,000 test images
   std::string out = "fashion_mnist_out";
@@ -136,14 +137,18 @@ int64_t count_correct(const tg::Tensor& logits, const tg::Tensor& classes) {
 template <typename L>
 Epoch train_one_epoch(tg::nn::Module& model, const L& loader, tg::optim::Optimizer& optimizer,
                       tg::optim::EpochLRScheduler& schedule, const tg::nn::CrossEntropyOptions& criterion,
-                      tg::ProgressBar& bar, examples::Job& job) {
+                      tg::ProgressBar& bar, examples::Job& job, bool autocast) {
   model.train();
   double loss_sum = 0.0;
   int64_t correct = 0, seen = 0;
   for (const tg::data::Example& batch : loader) {
     optimizer.zero_grad();
-    const tg::Tensor logits = model(batch.data);
-    tg::Tensor loss = tg::nn::cross_entropy(logits, batch.target, criterion);
+    tg::Tensor logits, loss;
+    {
+      const tg::autocast region({.enabled = autocast});  // --autocast bf16: the forward pass and the loss
+      logits = model(batch.data);
+      loss = tg::nn::cross_entropy(logits, batch.target, criterion);
+    }
     job.backward(loss);  // distributed: the gradients averaged over the ranks
     optimizer.step();
     schedule.step();  // the schedule runs per step: warm-up and cosine over all steps of the run
@@ -163,8 +168,10 @@ Epoch train_one_epoch(tg::nn::Module& model, const L& loader, tg::optim::Optimiz
 // Loss and accuracy on `loader`'s images (summed over the ranks' shares), without recording a
 // tape, dropout off.
 std::pair<double, double> evaluate(tg::nn::Module& model, const Loader& loader,
-                                   const tg::nn::CrossEntropyOptions& criterion, const examples::Job& job) {
+                                   const tg::nn::CrossEntropyOptions& criterion, const examples::Job& job,
+                                   bool autocast) {
   tg::NoGradGuard no_grad;
+  const tg::autocast region({.enabled = autocast});
   model.eval();
   double loss_sum = 0.0;
   int64_t correct = 0, seen = 0;
@@ -223,6 +230,7 @@ std::optional<int> parse_flags(int argc, char** argv, Settings& s) {
   app.add_option("--seed", s.seed, "seeds the initialisation, the shuffling and dropout")->check(examples::non_negative);
   app.add_option("--threads", s.threads, "threads; 0: all cores")->check(examples::non_negative);
   examples::add_matmul_precision_flag(app, s.matmul_precision);
+  examples::add_autocast_flag(app, s.autocast);
   app.add_option("--limit", s.limit, "train on the first N training images only; 0: all 60000")
       ->check(CLI::Range(int64_t{0}, kTrainingImages));
   app.add_option("--test-limit", s.test_limit, "evaluate on the first N test images only; 0: all 10000")
@@ -338,6 +346,7 @@ int train(const Settings& settings, examples::Job& job) {
   const auto run_start = std::chrono::steady_clock::now();
   if (settings.threads > 0) tg::set_num_threads(settings.threads);
   tg::set_float32_matmul_precision(settings.matmul_precision);
+  const bool autocast = settings.autocast == "bf16";
   // Ranks other than 0 print nothing: their bars and messages go to a stream with no buffer.
   std::ostream silent(nullptr);
   std::ostream& log = job.leads() ? std::cout : silent;
@@ -426,7 +435,9 @@ int train(const Settings& settings, examples::Job& job) {
                 static_cast<long long>(test_images), pixels.mean / 255, pixels.stddev / 255,
                 load_seconds, static_cast<long long>(settings.epochs), static_cast<long long>(steps_per_epoch),
                 static_cast<long long>(settings.batch), tg::get_num_threads(),
-                settings.matmul_precision == "highest" ? "" : (", matmul precision " + settings.matmul_precision).c_str());
+                (std::string(settings.matmul_precision == "highest" ? "" : ", matmul precision " + settings.matmul_precision) +
+                 (autocast ? ", autocast bf16" : ""))
+                    .c_str());
     if (job.distributed())
       std::printf("distributed: %d ranks, each %lld training images per epoch in batches of %lld (%lld per step in all)\n",
                   job.world_size(), static_cast<long long>(sampler.size()), static_cast<long long>(settings.batch),
@@ -474,11 +485,11 @@ int train(const Settings& settings, examples::Job& job) {
       // the default generator.
       // CNN: augmented, the draws seeded from that number.
       const tg::data::DataLoader share(tg::data::Subset(shared_train_set, sampler.indices()), augmented);
-      epoch_metrics = train_one_epoch(model, share, optimizer, schedule, criterion, bar, job);
+      epoch_metrics = train_one_epoch(model, share, optimizer, schedule, criterion, bar, job, autocast);
     } else {
-      epoch_metrics = train_one_epoch(model, train_loader, optimizer, schedule, criterion, bar, job);
+      epoch_metrics = train_one_epoch(model, train_loader, optimizer, schedule, criterion, bar, job, autocast);
     }
-    std::tie(epoch_metrics.test_loss, epoch_metrics.test_accuracy) = evaluate(model, test_loader, criterion, job);
+    std::tie(epoch_metrics.test_loss, epoch_metrics.test_accuracy) = evaluate(model, test_loader, criterion, job, autocast);
     epoch_metrics.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     training_seconds += epoch_metrics.seconds;
     bar.finish({{"test_acc", epoch_metrics.test_accuracy}});  // the test loss and the lr: in metrics.csv

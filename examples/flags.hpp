@@ -41,6 +41,13 @@ inline void add_matmul_precision_flag(CLI::App& app, std::string& precision) {
       ->check(CLI::IsMember({"highest", "high", "medium"}));
 }
 
+// --autocast: "bf16" runs each forward pass and its loss under tg::autocast (torch.autocast("cpu",
+// dtype=torch.bfloat16)): the products in bfloat16, the losses in float32, the parameters float32.
+inline void add_autocast_flag(CLI::App& app, std::string& autocast) {
+  app.add_option("--autocast", autocast, "none, or bf16: the forward pass and loss under tg::autocast (bf16 products)")
+      ->check(CLI::IsMember({"none", "bf16"}));
+}
+
 // Reads argv into app's options. nullopt: run the program; otherwise the status to exit with,
 // once --help (0) or the error naming the flag and the value (2) is printed.
 inline std::optional<int> parse(CLI::App& app, int argc, char** argv) {

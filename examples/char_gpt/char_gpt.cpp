@@ -76,6 +76,7 @@ int run(const Settings& s, examples::Job& job) {
                                            .lr_decay_iters = s.run.max_iters, .weight_decay = s.weight_decay,
                                            .grad_clip = s.grad_clip};
   const std::unique_ptr<tg::optim::AdamW> optimizer = char_gpt::make_optimizer(model, schedule);
+  const bool autocast = s.run.autocast == "bf16";
   return examples::text::train(
       kProgram, s.run, data,
       {.module = model,
@@ -83,11 +84,13 @@ int run(const Settings& s, examples::Job& job) {
        .name = "GPT",
        .details = "n_layer " + std::to_string(s.n_layer) + ", n_head " + std::to_string(s.n_head) + ", n_embd " +
                   std::to_string(s.n_embd) + ", block_size " + std::to_string(s.run.block_size),
-       .loss = [&model](const tg::Tensor& x, const tg::Tensor& y) { return char_gpt::loss_of(model, x, y); },
+       .loss = [&model, autocast](const tg::Tensor& x, const tg::Tensor& y) {
+         return char_gpt::loss_of(model, x, y, autocast);
+       },
        .step =
            [&](int64_t it, const tg::data::Example& batch) {
              return char_gpt::train_step(model, *optimizer, schedule, it, batch.data, batch.target,
-                                         [&job](const tg::Tensor& loss) { job.backward(loss); })
+                                         [&job](const tg::Tensor& loss) { job.backward(loss); }, autocast)
                  .loss;
            },
        .lr = [&schedule](int64_t it) { return char_gpt::get_lr(it, schedule); },

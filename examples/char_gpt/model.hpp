@@ -243,8 +243,10 @@ inline std::unique_ptr<tg::optim::AdamW> make_optimizer(GPT& model, const Optimi
   return optimizer;
 }
 
-// The mean cross-entropy of the logits of x [B, T] against the next characters y [B, T].
-inline tg::Tensor loss_of(GPT& model, const tg::Tensor& x, const tg::Tensor& y) {
+// The mean cross-entropy of the logits of x [B, T] against the next characters y [B, T]; with
+// `autocast`, computed under tg::autocast (bf16 products, the loss in float32).
+inline tg::Tensor loss_of(GPT& model, const tg::Tensor& x, const tg::Tensor& y, bool autocast = false) {
+  const tg::autocast region({.enabled = autocast});
   const tg::Tensor logits = model(x);  // [B, T, V]
   return tg::nn::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
 }
@@ -255,13 +257,14 @@ struct StepResult {
   double grad_norm = 0.0;
 };
 
-// One training step at iteration `it`: lr = get_lr(it), loss, zero_grad, backward (through
-// `backward`: data-parallel training averages the gradients there), clip, AdamW's update.
+// One training step at iteration `it`: lr = get_lr(it), loss (under tg::autocast with
+// `autocast`), zero_grad, backward (through `backward`: data-parallel training averages the
+// gradients there), clip, AdamW's update.
 inline StepResult train_step(GPT& model, tg::optim::Optimizer& optimizer, const OptimizerConfig& c, int64_t it,
                              const tg::Tensor& x, const tg::Tensor& y,
-                             const std::function<void(const tg::Tensor&)>& backward = {}) {
+                             const std::function<void(const tg::Tensor&)>& backward = {}, bool autocast = false) {
   optimizer.set_lr(get_lr(it, c));
-  const tg::Tensor loss = loss_of(model, x, y);
+  const tg::Tensor loss = loss_of(model, x, y, autocast);
   optimizer.zero_grad();
   if (backward) backward(loss);
   else loss.backward();

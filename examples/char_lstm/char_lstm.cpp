@@ -76,11 +76,14 @@ int run(const Settings& s, examples::Job& job) {
        .details = "n_embd " + std::to_string(s.n_embd) + ", num_layers " + std::to_string(s.num_layers) +
                   ", hidden_size " + std::to_string(s.hidden_size) + ", block_size " +
                   std::to_string(s.run.block_size),
-       .loss = [&model](const tg::Tensor& x, const tg::Tensor& y) { return char_lstm::loss_of(model, x, y); },
+       .loss = [&model, autocast = s.run.autocast == "bf16"](const tg::Tensor& x, const tg::Tensor& y) {
+         return char_lstm::loss_of(model, x, y, autocast);
+       },
        .step =
            [&](int64_t, const tg::data::Example& batch) {
              return char_lstm::train_step(model, *optimizer, config, batch.data, batch.target,
-                                          [&job](const tg::Tensor& loss) { job.backward(loss); });
+                                          [&job](const tg::Tensor& loss) { job.backward(loss); },
+                                          s.run.autocast == "bf16");
            },
        .lr = [&config](int64_t) { return config.lr; },
        .generate =

@@ -71,8 +71,11 @@ class CharLSTM : public tg::nn::Module {
   }
 };
 
-// The mean cross-entropy of the logits of x [B, T] against the next characters y [B, T].
-inline tg::Tensor loss_of(CharLSTM& model, const tg::Tensor& x, const tg::Tensor& y) {
+// The mean cross-entropy of the logits of x [B, T] against the next characters y [B, T]; with
+// `autocast`, computed under tg::autocast (the head's product in bf16; the LSTM runs in its input's
+// float32, as PyTorch 1.13's autocast leaves nn.LSTM).
+inline tg::Tensor loss_of(CharLSTM& model, const tg::Tensor& x, const tg::Tensor& y, bool autocast = false) {
+  const tg::autocast region({.enabled = autocast});
   const tg::Tensor logits = model(x);  // [B, T, V]
   return tg::nn::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
 }
@@ -93,8 +96,8 @@ inline std::unique_ptr<tg::optim::Adam> make_optimizer(CharLSTM& model, const Op
 // averages the gradients there), clip, Adam's update. Returns the loss before the update.
 template <typename Backward>
 double train_step(CharLSTM& model, tg::optim::Optimizer& optimizer, const OptimizerConfig& c, const tg::Tensor& x,
-                  const tg::Tensor& y, Backward backward) {
-  const tg::Tensor loss = loss_of(model, x, y);
+                  const tg::Tensor& y, Backward backward, bool autocast = false) {
+  const tg::Tensor loss = loss_of(model, x, y, autocast);
   optimizer.zero_grad();
   backward(loss);
   if (c.grad_clip > 0) tg::nn::utils::clip_grad_norm_(optimizer.parameters(), c.grad_clip);

@@ -70,6 +70,7 @@ struct Settings {
   uint64_t seed = 0;
   int threads = 0;
   std::string matmul_precision = "highest";
+  std::string autocast = "none";
   std::string out;
   bool resume = false;
   int64_t stop_after = 0;
@@ -99,6 +100,7 @@ inline void add_run_flags(CLI::App& app, Settings& s, const std::string& prompt_
   app.add_option("--seed", s.seed, "seeds the initialisation, dropout and the batches")->check(non_negative);
   app.add_option("--threads", s.threads, "threads; 0: all cores")->check(non_negative);
   add_matmul_precision_flag(app, s.matmul_precision);
+  add_autocast_flag(app, s.autocast);
   app.add_option("--out", s.out, "directory for checkpoint.safetensors, metrics.csv and metrics.png");
   app.add_flag("--resume", s.resume, "continue from <out>/checkpoint.safetensors");
   app.add_option("--stop-after", s.stop_after,
@@ -290,7 +292,9 @@ inline int train(const char* program, const Settings& s, const Data& data, Model
                 static_cast<long long>(data.vocabulary.size()), model.name.c_str(),
                 static_cast<double>(parameters) / 1e6, model.details.c_str(), static_cast<long long>(s.batch_size),
                 tg::get_num_threads(),
-                s.matmul_precision == "highest" ? "" : (", matmul precision " + s.matmul_precision).c_str());
+                (std::string(s.matmul_precision == "highest" ? "" : ", matmul precision " + s.matmul_precision) +
+                 (s.autocast == "none" ? "" : ", autocast " + s.autocast))
+                    .c_str());
     if (job.distributed())
       std::printf("distributed: %d ranks, each %lld blocks per step (%lld in all)\n", job.world_size(),
                   static_cast<long long>(s.batch_size), static_cast<long long>(s.batch_size * job.world_size()));
