@@ -58,10 +58,11 @@ Tensor in_float32(const Op& op, const Args&... args) {
 // products, forward and backward, run on the bf16 kernels (ops/matmul_precision.hpp), whose
 // rounding leaves the widened bf16 factors as they are. So a product of bfloat16 tensors is a bf16
 // GEMM — exact products summed in float32 — at the bf16 kernels' speed, with the same bits on
-// every CPU as "medium".
+// every CPU as "medium". `factors`: factors_exact when the op multiplies only its operands and
+// gradients (no float32 intermediate), else round_factors.
 template <typename Op, typename... Args>
-Tensor in_float32_on_bf16_products(const Op& op, const Args&... args) {
-  const ForceBf16Products products;
+Tensor in_float32_on_bf16_products(Bf16Products factors, const Op& op, const Args&... args) {
+  const ForceBf16Products products(factors);
   return in_float32(op, args...);
 }
 

@@ -39,7 +39,7 @@ void run_chunks_in_parallel(int64_t chunks, const void* context,
                             void (*run_chunks)(const void* context, int64_t first, int64_t last)) {
   // One chunk per task (simple_partitioner, grain 1): the chunks are already sized to the work.
   // A product of bfloat16 tensors is one on every thread that runs a part of it.
-  const bool bf16_products = bf16_products_forced();
+  const Bf16Products bf16_products = forced_bf16_products();
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, chunks, 1),
       [&](const tbb::blocked_range<int64_t>& range) {

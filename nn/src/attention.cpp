@@ -188,7 +188,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     const DType mask_dtype = options.attn_mask.defined() ? options.attn_mask.dtype() : kBool;
     check(mask_dtype == kBool || mask_dtype == kBFloat16 || mask_dtype == kFloat32, kOp,
           "expected an attn_mask of dtype bool, bfloat16 or float32 for a bfloat16 query, got ", mask_dtype);
-    return tg::detail::in_float32_on_bf16_products([&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
+    return tg::detail::in_float32_on_bf16_products(tg::detail::Bf16Products::round_factors, [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
       ScaledDotProductAttentionOptions wide = options;
       wide.attn_mask = mask;
       return scaled_dot_product_attention(q, k, v, wide);

@@ -273,7 +273,7 @@ Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, co
       return convolution<D>(op, x, w, b, stride, padding, dilation, groups);
     }, input, weight, bias);
   if (tg::detail::all_bfloat16(input, weight, bias))  // in float32, rounded once
-    return tg::detail::in_float32_on_bf16_products([&](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return tg::detail::in_float32_on_bf16_products(tg::detail::Bf16Products::factors_exact, [&](const Tensor& x, const Tensor& w, const Tensor& b) {
       return convolution<D>(op, x, w, b, stride, padding, dilation, groups);
     }, input, weight, bias);
   const Geometry geo = conv_geometry<D>(op, input, weight, bias, stride, padding, dilation, groups);

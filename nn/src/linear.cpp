@@ -67,7 +67,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) try {
                                          x, weight, bias);
   // bfloat16: the float32 kernel (bias + x·Wᵀ accumulated in float32), rounded once.
   if (tg::detail::all_bfloat16(x, weight, bias))
-    return tg::detail::in_float32_on_bf16_products([](const Tensor& xs, const Tensor& w, const Tensor& b) { return linear(xs, w, b); },
+    return tg::detail::in_float32_on_bf16_products(tg::detail::Bf16Products::factors_exact,
+                                                   [](const Tensor& xs, const Tensor& w, const Tensor& b) { return linear(xs, w, b); },
                                   x, weight, bias);
   check(weight.dim() == 2, "linear", "expected a weight of shape [out, in], got ", weight.shape());
   const int64_t out = weight.size(0), in = weight.size(1);

@@ -61,7 +61,7 @@ const std::string& current_anomaly_tag() { return anomaly_tag_path; }
 int64_t live_nodes() { return live_node_count.load(std::memory_order_relaxed); }
 
 Node::Node(const char* name, bool is_accumulator)
-    : name(name), is_accumulator(is_accumulator), products_in_bf16(tg::detail::bf16_products_forced()) {
+    : name(name), is_accumulator(is_accumulator), products_in_bf16(tg::detail::forced_bf16_products()) {
   if (!is_accumulator) live_node_count.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -410,7 +410,11 @@ void run_node(const std::shared_ptr<Node>& node_ptr, Scratch& scratch, Pass& pas
           " is once differentiable: its gradient cannot be differentiated again, so a backward with "
           "create_graph = true cannot run through it");
     GradInputs sink(node_ptr, grads, pass.options.create_graph);
-    const tg::detail::ForceBf16Products products(node.products_in_bf16);
+    // A recorded backward (create_graph) may multiply float32 values: its products round their factors.
+    using tg::detail::Bf16Products;
+    const tg::detail::ForceBf16Products products(
+        pass.options.create_graph && node.products_in_bf16 == Bf16Products::factors_exact ? Bf16Products::round_factors
+                                                                                         : node.products_in_bf16);
     if (node.num_outputs == 1)
       node.apply(outputs[0], sink);
     else

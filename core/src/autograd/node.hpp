@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "memory/small_block_pool.hpp"
+#include "ops/matmul_precision.hpp"
 #include "tapegrad/autograd.hpp"
 #include "tensor_impl.hpp"
 
@@ -210,7 +211,7 @@ struct Node {
   bool once_differentiable = false;
   // Recorded by a product of bfloat16 tensors (ops/matmul_precision.hpp): its backward products
   // run on the bf16 kernels too.
-  const bool products_in_bf16;
+  const tg::detail::Bf16Products products_in_bf16;
   uint32_t num_outputs = 1;
   Edges next;  // per input: its producer, the leaf's AccumulateGrad, or null
   bool released = false;

@@ -311,6 +311,15 @@ const GemmKernel& bf16_gemm_kernel() {
   return kernel;
 }
 
+const GemmKernel& bf16_values_gemm_kernel() {
+  static const GemmKernel kernel = [] {
+    GemmKernel values = bf16_gemm_kernel();
+    values.factors_bf16 = true;
+    return values;
+  }();
+  return kernel;
+}
+
 const GemmKernel& gemm_kernel() {
   // A function-local static: initialised once, thread-safely; when the choice throws (a bad
   // TG_GEMM_KERNEL) it stays uninitialised, so every later call throws again.

@@ -40,6 +40,9 @@ struct GemmKernel {
   // blocked loops when `bf16` is set, else on tapegrad's float32 kernels.
   bool flush_denormals = false;
   const Bf16MicroKernel* bf16 = nullptr;
+  // The factors are bf16 values already (products of bfloat16 tensors, ops/matmul_precision.hpp):
+  // no rounding, FTZ and DAZ only — the same bits, without the rounding's pass over the factors.
+  bool factors_bf16 = false;
 };
 
 // Chosen on first use (thread-safe), then constant for the process. Throws tg::Error when
@@ -51,6 +54,8 @@ const GemmKernel& gemm_kernel();
 // TG_GEMM_KERNEL says (its choice of BLIS or Eigen does not run bf16 products), on AVX512-BF16
 // when the CPU has it and the vector level is avx512. Chosen on first use, as gemm_kernel().
 const GemmKernel& bf16_gemm_kernel();
+// The same kernel for factors that are bf16 values already (factors_bf16).
+const GemmKernel& bf16_values_gemm_kernel();
 
 // The values TG_GEMM_KERNEL accepts on this CPU, "auto" first.
 std::vector<std::string> gemm_kernel_names();

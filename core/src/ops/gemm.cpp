@@ -39,8 +39,10 @@ constexpr int64_t kMinTileSize = 256;
 // The kernel of a product of T at the matmul precision in force.
 template <typename T>
 const GemmKernel& product_kernel() {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (forced_bf16_products() == Bf16Products::factors_exact) return bf16_values_gemm_kernel();
     if (float32_products_in_bf16()) return bf16_gemm_kernel();
+  }
   return gemm_kernel();
 }
 
@@ -64,6 +66,11 @@ void serial_bf16_gemm(const GemmKernel& kernel, bool trans_a, bool trans_b, int6
                       const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
   if (in_blocked_loops(kernel, trans_b, M * N * K)) {
     blocked_gemm(kernel, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    return;
+  }
+  if (kernel.factors_bf16) {
+    const FlushDenormals flushed;
+    small_gemm_kernels_for_cpu().of<float>().gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
     return;
   }
   const RoundedToBf16 a(A, trans_a ? K : M, trans_a ? M : K, lda);

@@ -189,7 +189,7 @@ struct BlockedProduct {
     n = transpose_c ? M : N;
     rs_c = transpose_c ? 1 : ldc;
     cs_c = transpose_c ? ldc : 1;
-    round_to_bf16 = kernel.flush_denormals && !kBf16;
+    round_to_bf16 = kernel.flush_denormals && !kBf16 && !kernel.factors_bf16;
     direct_b = ours != nullptr && !round_to_bf16 && b_columns.row_step == 1 && ceil_div(m, MR) <= kDirectBPanels;
     direct_a = ours != nullptr && !round_to_bf16 && ceil_div(n, NR) <= kDirectAPanels;
   }

@@ -223,7 +223,9 @@ Plan plan_bmm(const Tensor& batch1, const Tensor& batch2, const char* op) {
 Tensor matmul(const Tensor& a, const Tensor& b) try {
   if (detail::autocast_enabled())
     return detail::autocast_to_lower([](const Tensor& x, const Tensor& y) { return matmul(x, y); }, a, b);
-  if (detail::all_bfloat16(a, b)) return detail::in_float32_on_bf16_products([](const Tensor& x, const Tensor& y) { return matmul(x, y); }, a, b);
+  if (detail::all_bfloat16(a, b))
+    return detail::in_float32_on_bf16_products(detail::Bf16Products::factors_exact,
+                                               [](const Tensor& x, const Tensor& y) { return matmul(x, y); }, a, b);
   const Plan plan = plan_product(a, b, "matmul");
   return planned_product(plan, a, b, "matmul", "MatmulBackward");
 } catch (...) {
@@ -233,7 +235,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) try {
 Tensor bmm(const Tensor& a, const Tensor& b) try {
   if (detail::autocast_enabled())
     return detail::autocast_to_lower([](const Tensor& x, const Tensor& y) { return bmm(x, y); }, a, b);
-  if (detail::all_bfloat16(a, b)) return detail::in_float32_on_bf16_products([](const Tensor& x, const Tensor& y) { return bmm(x, y); }, a, b);
+  if (detail::all_bfloat16(a, b))
+    return detail::in_float32_on_bf16_products(detail::Bf16Products::factors_exact,
+                                               [](const Tensor& x, const Tensor& y) { return bmm(x, y); }, a, b);
   const Plan plan = plan_bmm(a, b, "bmm");
   return planned_product(plan, a, b, "bmm", "BmmBackward");
 } catch (...) {
@@ -249,7 +253,8 @@ Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, 
       return baddbmm(x, b1, b2, beta, alpha);
     }, input, batch1, batch2);
   if (detail::all_bfloat16(input, batch1, batch2))
-    return detail::in_float32_on_bf16_products([beta, alpha](const Tensor& x, const Tensor& b1, const Tensor& b2) {
+    // α and β scale the gradients that baddbmm's backward multiplies: those factors are rounded.
+    return detail::in_float32_on_bf16_products(detail::Bf16Products::round_factors, [beta, alpha](const Tensor& x, const Tensor& b1, const Tensor& b2) {
       return baddbmm(x, b1, b2, beta, alpha);
     }, input, batch1, batch2);
   const Plan plan = plan_bmm(batch1, batch2, "baddbmm");

@@ -41,12 +41,12 @@ namespace detail {
 MatmulPrecision float32_matmul_precision() { return precision.load(std::memory_order_relaxed); }
 
 namespace {
-thread_local bool products_forced = false;
+thread_local Bf16Products products_forced = Bf16Products::off;
 }  // namespace
 
-bool bf16_products_forced() { return products_forced; }
+Bf16Products forced_bf16_products() { return products_forced; }
 
-ForceBf16Products::ForceBf16Products(bool force) : before_(products_forced) { products_forced = force; }
+ForceBf16Products::ForceBf16Products(Bf16Products mode) : before_(products_forced) { products_forced = mode; }
 ForceBf16Products::~ForceBf16Products() { products_forced = before_; }
 
 }  // namespace detail
