@@ -49,7 +49,8 @@ struct AutocastOptions {
 /// cached casts.
 class autocast {
  public:
-  autocast() : autocast(AutocastOptions{}) {}
+  autocast() : autocast(AutocastOptions{}) {}  ///< on, in bfloat16, with the cast cache
+  /// With torch.autocast's arguments: `tg::autocast region({.enabled = use_bf16});`.
   explicit autocast(const AutocastOptions& options);
   ~autocast();
   autocast(const autocast&) = delete;
