@@ -29,8 +29,9 @@
 /// A product of bfloat16 tensors is a bf16 GEMM: exact products summed in float32, on
 /// vdpbf16ps where the CPU has AVX512-BF16 (docs/guide/mixed-precision.md).
 ///
-/// The state is per thread, as PyTorch's. Guards nest: an inner `tg::autocast({.enabled = false})`
-/// runs its scope in full precision.
+/// The state is per thread, as PyTorch's. Guards nest: an inner
+/// `tg::autocast off({.enabled = false});` runs its scope in full precision. A guard must be a named
+/// object: `tg::autocast({...});` alone makes a temporary that ends at the semicolon.
 #pragma once
 
 #include "tapegrad/dtype.hpp"

@@ -9,7 +9,7 @@
 /// @endcode
 ///
 /// The setting applies to every float32 product: Linear (forward and both backward products),
-/// matmul / mm / bmm / baddbmm / addmm, the fused attention, the convolutions (im2col products;
+/// matmul / bmm / baddbmm, the fused attention, the convolutions (im2col products;
 /// depthwise convolutions have their own float32 kernels) and the recurrent layers. Tensors stay
 /// float32; only the arithmetic inside the product changes. float64 products are never affected.
 ///
