@@ -50,9 +50,11 @@ struct AutocastOptions {
 /// cached casts.
 class autocast {
  public:
-  autocast() : autocast(AutocastOptions{}) {}  ///< on, in bfloat16, with the cast cache
+  // [[nodiscard]]: `tg::autocast({...});` alone would be a temporary that ends at the semicolon, a
+  // guard that guards nothing; the compiler warns about it.
+  [[nodiscard]] autocast() : autocast(AutocastOptions{}) {}  ///< on, in bfloat16, with the cast cache
   /// With torch.autocast's arguments: `tg::autocast region({.enabled = use_bf16});`.
-  explicit autocast(const AutocastOptions& options);
+  [[nodiscard]] explicit autocast(const AutocastOptions& options);
   ~autocast();
   autocast(const autocast&) = delete;
   autocast& operator=(const autocast&) = delete;
