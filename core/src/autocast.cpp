@@ -90,8 +90,6 @@ Tensor cast_to_lower(const Tensor& t) {
   return t.to(kBFloat16);
 }
 
-Tensor cast_to_float32(const Tensor& t) { return t.defined() && t.dtype() == kBFloat16 ? t.to(kFloat32) : t; }
-
 }  // namespace detail
 
 }  // namespace tg

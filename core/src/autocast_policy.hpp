@@ -13,8 +13,7 @@
 // library.
 #pragma once
 
-#include <optional>
-
+#include "bfloat16_compute.hpp"
 #include "tapegrad/tensor.hpp"
 
 namespace tg::detail {
@@ -35,39 +34,22 @@ class AutocastSuspended {
   bool before_;
 };
 
-// A float32 tensor as bfloat16 (a parameter's cast from the region's cache); any other tensor, an
-// absent one and every non-tensor argument unchanged.
+// A float32 tensor as bfloat16 (a parameter's cast from the region's cache); any other tensor, and
+// an absent one, unchanged.
 Tensor cast_to_lower(const Tensor& t);
-// A bfloat16 tensor as float32; anything else unchanged.
-Tensor cast_to_float32(const Tensor& t);
 
-inline std::optional<Tensor> cast_to_lower(const std::optional<Tensor>& t) {
-  return t ? std::optional<Tensor>(cast_to_lower(*t)) : std::nullopt;
-}
-inline std::optional<Tensor> cast_to_float32(const std::optional<Tensor>& t) {
-  return t ? std::optional<Tensor>(cast_to_float32(*t)) : std::nullopt;
-}
-template <typename T>
-const T& cast_to_lower(const T& value) {
-  return value;
-}
-template <typename T>
-const T& cast_to_float32(const T& value) {
-  return value;
-}
-
-// op(args cast to bfloat16...) with autocast suspended: the lower-precision list.
-template <typename Op, typename... Args>
-Tensor autocast_to_lower(const Op& op, const Args&... args) {
+// op(tensors cast to bfloat16...) with autocast suspended: the lower-precision list.
+template <typename Op, typename... Tensors>
+Tensor autocast_to_lower(const Op& op, const Tensors&... tensors) {
   const AutocastSuspended suspended;
-  return op(cast_to_lower(args)...);
+  return op(cast_to_lower(tensors)...);
 }
 
-// op(args cast to float32...) with autocast suspended: the float32 list.
+// op(args, bfloat16 tensors widened to float32...) with autocast suspended: the float32 list.
 template <typename Op, typename... Args>
 Tensor autocast_to_float32(const Op& op, const Args&... args) {
   const AutocastSuspended suspended;
-  return op(cast_to_float32(args)...);
+  return op(widened(args)...);
 }
 
 }  // namespace tg::detail

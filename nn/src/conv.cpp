@@ -318,7 +318,7 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const ConvTra
   const char* op = "conv_transpose2d";
   if (tg::detail::autocast_enabled()) {  // autocast's float32 list (PyTorch 1.13's CPU autocast)
     ConvTranspose2dFuncOptions wide = options;
-    wide.bias = tg::detail::cast_to_float32(options.bias);
+    wide.bias = tg::detail::widened(options.bias);
     return tg::detail::autocast_to_float32([&](const Tensor& x, const Tensor& w) { return conv_transpose2d(x, w, wide); },
                                            input, weight);
   }

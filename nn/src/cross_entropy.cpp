@@ -561,7 +561,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
   check_label_smoothing(options.label_smoothing);
   if (tg::detail::autocast_enabled()) {  // autocast's float32 list
     CrossEntropyOptions wide = options;
-    wide.weight = tg::detail::cast_to_float32(options.weight);
+    wide.weight = tg::detail::widened(options.weight);
     return tg::detail::autocast_to_float32([&](const Tensor& x, const Tensor& t) { return cross_entropy(x, t, wide); },
                                            input, target);
   }
@@ -617,7 +617,7 @@ Tensor cross_entropy(const Tensor& input, std::initializer_list<int64_t> target,
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) try {
   if (tg::detail::autocast_enabled()) {  // autocast's float32 list
     NllLossOptions wide = options;
-    wide.weight = tg::detail::cast_to_float32(options.weight);
+    wide.weight = tg::detail::widened(options.weight);
     return tg::detail::autocast_to_float32([&](const Tensor& x, const Tensor& t) { return nll_loss(x, t, wide); }, input,
                                            target);
   }
